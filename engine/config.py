@@ -1,0 +1,200 @@
+"""Run configuration: pydantic v2 models that refuse unknown keys, loaded from TOML.
+
+Precedence: defaults < task.toml [defaults] < --config FILE < CLI flags the user typed.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+SIM_URL = "sim://"
+STAGES = ("select", "rollout", "propose", "evaluate", "update")
+DEFAULT_WORKERS = {"select": 1, "rollout": 8, "propose": 8, "evaluate": 8, "update": 1}
+
+
+class ConfigError(Exception):
+    """A user-facing configuration problem; the message names the key and the fix."""
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class LengthDist(_Model):
+    """Lognormal output length of one stage, in completion tokens (hidden reasoning included)."""
+
+    median: float = Field(gt=0)
+    """Median completion tokens."""
+    sigma: float = Field(ge=0)
+    """Lognormal shape; 0.6-0.9 gives the long tail measured in FlashEvolve Fig. 2(b)."""
+    max: int = Field(gt=0)
+    """Hard cap of the sampled length (before the request's max_tokens applies)."""
+
+
+def _default_lengths() -> dict[str, LengthDist]:
+    return {
+        "rollout": LengthDist(median=900, sigma=0.8, max=6000),
+        "evaluate": LengthDist(median=900, sigma=0.8, max=6000),
+        "propose": LengthDist(median=1400, sigma=0.6, max=6000),
+        "reflect": LengthDist(median=900, sigma=0.6, max=6000),
+        "default": LengthDist(median=600, sigma=0.7, max=6000),
+    }
+
+
+class SimConfig(_Model):
+    """The simulated OpenAI-compatible backend. See engine/llm/sim/README.md for calibration."""
+
+    profile: Literal["vllm", "api"] = "vllm"
+    """vllm: continuous batching on one GPU; api: hosted endpoint, load-independent latency."""
+    time_scale: float = Field(default=40.0, gt=0)
+    """Simulated seconds per wall second; 40 runs a simulated minute in 1.5 s."""
+    seed: int = 0
+    """Seed of the backend's own randomness (lengths, noise)."""
+    vllm_single_seq_tok_s: float = Field(default=120.0, gt=0)
+    """Decode speed of a lone sequence (Qwen3-8B bf16 on one H100)."""
+    vllm_peak_tok_s: float = Field(default=3000.0, gt=0)
+    """Aggregate decode throughput the batch saturates towards."""
+    vllm_max_num_seqs: int = Field(default=256, gt=0)
+    """Sequences decoded at once; later requests wait (vLLM's max_num_seqs)."""
+    vllm_prefill_tok_s: float = Field(default=15000.0, gt=0)
+    """Prompt processing speed, used for time-to-first-token."""
+    api_ttft_s: float = Field(default=0.8, ge=0)
+    """Median time to first token of the api profile."""
+    api_tok_s: float = Field(default=60.0, gt=0)
+    """Per-request decode speed of the api profile (independent of load)."""
+    api_max_concurrency: int = Field(default=64, gt=0)
+    """Concurrent requests the api profile accepts before answering 429."""
+    lengths: dict[str, LengthDist] = Field(default_factory=_default_lengths)
+    """Per-stage output length distributions (stage taken from the X-Evotui-Stage header)."""
+
+
+class EndpointConfig(_Model):
+    """One OpenAI-compatible endpoint. url 'sim://' is the in-process simulator."""
+
+    url: str = SIM_URL
+    """Base URL including /v1, e.g. http://127.0.0.1:8000/v1, or sim:// for the simulator."""
+    model: str = "sim-qwen3-8b"
+    api_key_env: str | None = None
+    """Name of the environment variable holding the API key (the key itself is never stored)."""
+    max_concurrency: int = Field(default=64, gt=0)
+    stream: bool = False
+    max_retries: int = Field(default=4, ge=0)
+    backoff_base_s: float = Field(default=0.5, ge=0)
+    backoff_max_s: float = Field(default=8.0, ge=0)
+    connect_timeout_s: float = Field(default=10.0, gt=0)
+    read_timeout_s: float = Field(default=300.0, gt=0)
+    temperature: float = Field(default=0.7, ge=0)
+    max_tokens: int = Field(default=8192, gt=0)
+
+    @field_validator("url")
+    @classmethod
+    def _url_scheme(cls, v: str) -> str:
+        if v == SIM_URL:
+            return v
+        if not v.startswith(("http://", "https://")):
+            raise ValueError("must be sim:// or start with http:// or https://")
+        return v.rstrip("/")
+
+
+class BudgetConfig(_Model):
+    """Limits; None = unlimited. The run stops admitting work at a limit and drains."""
+
+    max_proposals: int | None = Field(default=None, gt=0)
+    max_llm_calls: int | None = Field(default=None, gt=0)
+    max_tokens: int | None = Field(default=None, gt=0)
+    max_metric_calls: int | None = Field(default=None, gt=0)
+    max_wall_s: float | None = Field(default=None, gt=0)
+
+
+class PipelineConfig(_Model):
+    mode: Literal["async", "sync"] = "async"
+    """async: stages overlap (FlashEvolve); sync: one step at a time (GEPA)."""
+    policy: Literal["full", "guarded"] = "full"
+    max_gap: int = Field(default=2, ge=0)
+    """guarded: discard items whose version gap exceeds this."""
+    workers: dict[str, int] = Field(default_factory=lambda: dict(DEFAULT_WORKERS))
+    """Workers per stage; stages not named keep their defaults."""
+    queue_capacity: int = Field(default=16, gt=0)
+    """Bound of every stage's input queue (backpressure)."""
+    minibatch_size: int = Field(default=3, gt=0)
+
+    @field_validator("workers")
+    @classmethod
+    def _known_stages(cls, v: dict[str, int]) -> dict[str, int]:
+        for stage, n in v.items():
+            if stage not in STAGES:
+                raise ValueError(f"unknown stage {stage!r}; stages are {', '.join(STAGES)}")
+            if n < 1:
+                raise ValueError(f"stage {stage!r} needs at least 1 worker")
+        return {**DEFAULT_WORKERS, **v}
+
+
+class RunConfig(_Model):
+    seed: int = 0
+    task_llm: EndpointConfig = Field(default_factory=EndpointConfig)
+    reflection_llm: EndpointConfig | None = None
+    """Endpoint of the proposer; defaults to task_llm."""
+    sim: SimConfig = Field(default_factory=SimConfig)
+    pipeline: PipelineConfig = Field(default_factory=PipelineConfig)
+    budget: BudgetConfig = Field(default_factory=BudgetConfig)
+
+    @property
+    def reflection(self) -> EndpointConfig:
+        return self.reflection_llm or self.task_llm
+
+    @property
+    def uses_sim(self) -> bool:
+        return SIM_URL in (self.task_llm.url, self.reflection.url)
+
+
+def format_validation_error(err: ValidationError, source: str) -> str:
+    first = err.errors()[0]
+    loc = ".".join(str(p) for p in first["loc"]) or "(top level)"
+    if first["type"] == "extra_forbidden":
+        return f"{source}: unknown key '{loc}'; remove it or check its spelling"
+    return f"{source}: '{loc}': {first['msg']}"
+
+
+def read_toml(path: Path) -> dict:
+    try:
+        with path.open("rb") as fh:
+            return tomllib.load(fh)
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: file not found") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML ({exc}); fix the syntax") from None
+
+
+def deep_merge(base: dict, override: dict) -> dict:
+    out = dict(base)
+    for key, value in override.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = deep_merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def build_config(layers: list[tuple[str, dict]]) -> RunConfig:
+    """Merge layers (source name, dict) in order and validate once; errors name the layer."""
+    merged: dict = {}
+    for _, layer in layers:
+        merged = deep_merge(merged, layer)
+    try:
+        return RunConfig.model_validate(merged)
+    except ValidationError as err:
+        # Blame the first layer after which the final error (same place, same kind) appears.
+        final = err.errors()[0]
+        acc: dict = {}
+        for source, layer in layers:
+            acc = deep_merge(acc, layer)
+            try:
+                RunConfig.model_validate(acc)
+            except ValidationError as layer_err:
+                if any(e["loc"] == final["loc"] and e["type"] == final["type"] for e in layer_err.errors()):
+                    raise ConfigError(format_validation_error(err, source)) from None
+        raise ConfigError(format_validation_error(err, "config")) from None

@@ -1,0 +1,112 @@
+"""Everything a run's stages share: config, task, pool, budget, store, bus, clients, RNG.
+
+One object per run, created by engine.runner; stages and the orchestrator receive it.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+
+from engine.budget import Budget, Reservation
+from engine.config import RunConfig
+from engine.events import EventBus
+from engine.llm.client import LLMClient
+from engine.pipeline.staleness import StalenessPolicy
+from engine.pool import Pool
+from engine.selection.pareto import MinibatchSampler
+from engine.store.store import Store
+from engine.tasks.prompt_task import PromptTask
+
+
+class FatalRunError(Exception):
+    """Stops the whole run (bad endpoint, broken metric); the message is shown to the user."""
+
+    def __init__(self, message: str, exit_code: int = 3) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+class CallSink:
+    """on_call target of the LLM clients, bound to the run's recorder once it exists."""
+
+    def __init__(self) -> None:
+        self.target = None
+
+    def __call__(self, record) -> None:
+        if self.target is None:
+            raise RuntimeError("LLM call made before the run's recorder was bound")
+        self.target(record)
+
+
+@dataclass
+class Tally:
+    """Outcome counters of this run (restored on resume from the store)."""
+
+    proposals: int = 0
+    """Proposals the LLM returned in usable form."""
+    proposal_attempts: int = 0
+    accepted: int = 0
+    rejected: int = 0
+    failed: int = 0
+    discarded_stale: int = 0
+    skipped: int = 0
+    wasted_tokens: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    llm_calls: int = 0
+    llm_errors: int = 0
+    llm_retries: int = 0
+    metric_calls: int = 0
+    fail_reasons: Counter = field(default_factory=Counter)
+
+    def to_dict(self) -> dict:
+        out = {k: v for k, v in self.__dict__.items() if k != "fail_reasons"}
+        out["fail_reasons"] = dict(self.fail_reasons)
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "Tally":
+        tally = cls()
+        for key, value in data.items():
+            if key == "fail_reasons":
+                tally.fail_reasons = Counter(value)
+            elif hasattr(tally, key):
+                setattr(tally, key, value)
+        return tally
+
+
+@dataclass
+class RunContext:
+    run_id: str
+    config: RunConfig
+    task: PromptTask
+    pool: Pool
+    budget: Budget
+    store: Store
+    bus: EventBus
+    task_llm: LLMClient
+    reflection_llm: LLMClient
+    policy: StalenessPolicy
+    rng: random.Random
+    sampler: MinibatchSampler
+    backend: str
+    call_sink: CallSink
+    tally: Tally = field(default_factory=Tally)
+    reservations: dict[str, Reservation] = field(default_factory=dict)
+    gap_histogram: Counter = field(default_factory=Counter)
+    staleness_counts: Counter = field(default_factory=Counter)
+    seed_id: str = ""
+    item_seq: int = 0
+    started_mono: float = field(default_factory=time.monotonic)
+    best_history: list[tuple[float, float]] = field(default_factory=list)
+    """(elapsed wall seconds, best val mean) whenever the best improves."""
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self.started_mono
+
+    def next_item_id(self) -> str:
+        self.item_seq += 1
+        return f"i{self.item_seq:06d}"

@@ -1,0 +1,342 @@
+"""OpenAI-compatible chat client: bounded concurrency, retries with jittered backoff, SSE streaming.
+
+Every chat() reports exactly one CallRecord through on_call (success, "length" or final error);
+a cancelled call reports nothing. The API key is read from the environment per request and is
+scrubbed from every message this module produces.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import os
+import random
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+import httpx
+
+from engine.config import SIM_URL, EndpointConfig
+from engine.llm.errors import LLMError, bad_response, error_detail, one_line, status_error, transport_error
+
+SIM_BASE_URL = "http://sim/v1"
+
+
+@dataclass(frozen=True)
+class CallRecord:
+    endpoint: str
+    url: str
+    model: str
+    stage: str
+    status: str  # "ok" | "length" | "error"
+    finish_reason: str | None
+    prompt_tokens: int
+    completion_tokens: int
+    latency_s: float
+    ttft_s: float | None
+    retries: int
+    error: str | None
+    started_at: float
+
+
+@dataclass(frozen=True)
+class ChatResult:
+    text: str
+    finish_reason: str | None
+    prompt_tokens: int
+    completion_tokens: int
+    latency_s: float
+    retries: int
+
+
+@dataclass
+class _Reply:
+    text: str
+    finish_reason: str | None
+    usage: dict | None
+    ttft_s: float | None = None
+
+
+def _estimate_tokens(chars: int) -> int:
+    return math.ceil(chars / 4)
+
+
+def _usage_int(usage: dict | None, key: str) -> int | None:
+    value = usage.get(key) if isinstance(usage, dict) else None
+    return value if isinstance(value, int) and value >= 0 else None
+
+
+def _message_chars(messages: list[dict]) -> int:
+    total = 0
+    for msg in messages:
+        content = msg.get("content")
+        total += len(content) if isinstance(content, str) else len(json.dumps(content))
+    return total
+
+
+class LLMClient:
+    def __init__(
+        self,
+        cfg: EndpointConfig,
+        *,
+        name: str,
+        transport: httpx.AsyncBaseTransport | None = None,
+        base_url: str | None = None,
+        on_call: Callable[[CallRecord], None] | None = None,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        rng: random.Random | None = None,
+    ) -> None:
+        if base_url is None and cfg.url == SIM_URL:
+            if transport is None:
+                raise ValueError("url sim:// needs the simulator's transport")
+            base_url = SIM_BASE_URL
+        base = httpx.URL((base_url or cfg.url).rstrip("/"))
+        self.base_url = str(base.copy_with(username=None, password=None)) if base.userinfo else str(base)
+        self.name = name
+        self.model = cfg.model
+        self._cfg = cfg
+        self._on_call = on_call
+        self._sleep = sleep
+        self._rng = rng or random.Random()
+        self._sem = asyncio.Semaphore(cfg.max_concurrency)
+        timeout = httpx.Timeout(
+            connect=cfg.connect_timeout_s, read=cfg.read_timeout_s,
+            write=cfg.connect_timeout_s, pool=cfg.read_timeout_s,
+        )
+        # The semaphore bounds requests, so the pool never needs more connections than that.
+        limits = httpx.Limits(max_connections=cfg.max_concurrency, max_keepalive_connections=cfg.max_concurrency)
+        self._http = httpx.AsyncClient(transport=transport, timeout=timeout, limits=limits)
+        self._in_flight = self._calls = self._errors = self._retries = 0
+
+    def __repr__(self) -> str:
+        return f"LLMClient(name={self.name!r}, url={self.base_url!r}, model={self.model!r})"
+
+    @property
+    def in_flight(self) -> int:
+        """Calls holding a concurrency slot (requests on the wire or backing off before a retry)."""
+        return self._in_flight
+
+    @property
+    def calls(self) -> int:
+        """Finished chat() calls, each reported through on_call."""
+        return self._calls
+
+    @property
+    def errors(self) -> int:
+        return self._errors
+
+    @property
+    def retries(self) -> int:
+        return self._retries
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    async def __aenter__(self) -> LLMClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    # -- helpers ---------------------------------------------------------------------------------
+
+    def _api_key(self) -> str | None:
+        env = self._cfg.api_key_env
+        return (os.environ.get(env) or None) if env else None
+
+    def _headers(self, stage: str | None = None) -> dict[str, str]:
+        headers: dict[str, str] = {}
+        if stage is not None:
+            headers["X-Evotui-Stage"] = stage
+        key = self._api_key()
+        if key:
+            headers["Authorization"] = f"Bearer {key}"
+        return headers
+
+    def _status_error(self, resp: httpx.Response) -> LLMError:
+        return status_error(resp.status_code, resp.text, resp.headers.get("retry-after"), url=self.base_url,
+                            model=self.model, api_key_env=self._cfg.api_key_env)
+
+    def _backoff(self, attempt: int, retry_after: float | None) -> float:
+        cap = self._cfg.backoff_max_s
+        if retry_after is not None:
+            return min(retry_after, cap)
+        return self._rng.uniform(0.0, min(cap, self._cfg.backoff_base_s * 2**attempt))
+
+    # -- parsing ---------------------------------------------------------------------------------
+
+    def _parse_completion(self, body: str) -> _Reply:
+        if not body.strip():
+            raise bad_response(self.base_url, "empty body")
+        try:
+            data = json.loads(body)
+        except ValueError:
+            raise bad_response(self.base_url, f"body is not JSON ({one_line(body, 60)!r})") from None
+        if not isinstance(data, dict):
+            raise bad_response(self.base_url, "JSON body is not an object")
+        choices = data.get("choices")
+        if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+            raise bad_response(self.base_url, "no choices" + (f" ({error_detail(body)})" if "error" in data else ""))
+        message = choices[0].get("message") or {}
+        content = message.get("content") if isinstance(message, dict) else None
+        if content is not None and not isinstance(content, str):
+            raise bad_response(self.base_url, "message content is not text")
+        return _Reply(content or "", choices[0].get("finish_reason"), data.get("usage"))
+
+    async def _read_sse(self, resp: httpx.Response, t0: float) -> _Reply:
+        parts: list[str] = []
+        finish: str | None = None
+        usage: dict | None = None
+        ttft: float | None = None
+        chunks, done = 0, False
+        async for line in resp.aiter_lines():
+            if not line.startswith("data:"):
+                continue  # blank separators, ": keep-alive" comments, event:/id: fields
+            data = line[5:].strip()
+            if data == "[DONE]":
+                done = True
+                break
+            try:
+                chunk = json.loads(data)
+            except ValueError:
+                raise bad_response(self.base_url, f"stream chunk is not JSON ({one_line(data, 60)!r})") from None
+            if not isinstance(chunk, dict):
+                raise bad_response(self.base_url, "stream chunk is not an object")
+            if chunk.get("error"):
+                raise LLMError("server", f"{self.base_url} failed mid-stream ({error_detail(data)})",
+                               retryable=True)
+            chunks += 1
+            if chunk.get("usage"):
+                usage = chunk["usage"]
+            for choice in chunk.get("choices") or []:
+                if not isinstance(choice, dict) or choice.get("index", 0) != 0:
+                    continue
+                delta = choice.get("delta") or {}
+                content = delta.get("content")
+                if (content or delta.get("reasoning_content") or delta.get("reasoning")) and ttft is None:
+                    ttft = time.perf_counter() - t0
+                if isinstance(content, str):
+                    parts.append(content)
+                finish = choice.get("finish_reason") or finish
+        if chunks == 0:
+            raise bad_response(self.base_url, "empty stream")
+        if not done and finish is None:
+            raise bad_response(self.base_url, "stream ended before [DONE]")
+        return _Reply("".join(parts), finish, usage, ttft)
+
+    # -- requests --------------------------------------------------------------------------------
+
+    async def _attempt(self, payload: dict, headers: dict[str, str]) -> _Reply:
+        url = f"{self.base_url}/chat/completions"
+        t0 = time.perf_counter()
+        if not payload["stream"]:
+            resp = await self._http.post(url, json=payload, headers=headers)
+            if not resp.is_success:
+                raise self._status_error(resp)
+            return self._parse_completion(resp.text)
+        async with self._http.stream("POST", url, json=payload, headers=headers) as resp:
+            if not resp.is_success:
+                await resp.aread()
+                raise self._status_error(resp)
+            if resp.headers.get("content-type", "").startswith("application/json"):
+                await resp.aread()  # server ignored stream=true
+                return self._parse_completion(resp.text)
+            return await self._read_sse(resp, t0)
+
+    async def _attempts(self, payload: dict, headers: dict[str, str]) -> tuple[_Reply | None, LLMError | None, int]:
+        """Retry transient failures; return the reply or the final error (not raised, so it carries no
+        chained httpx exception whose request holds the Authorization header)."""
+        retries = 0
+        while True:
+            err: LLMError | None = None
+            try:
+                return await self._attempt(payload, headers), None, retries
+            except LLMError as exc:
+                err = exc
+            except httpx.RequestError as exc:
+                err = transport_error(exc, self.base_url)
+            err.redact(self._api_key())
+            if not err.retryable:
+                return None, err, retries
+            if retries >= self._cfg.max_retries:
+                return None, err.gave_up(retries), retries
+            delay = self._backoff(retries, err.retry_after)
+            retries += 1
+            self._retries += 1
+            await self._sleep(delay)
+
+    async def chat(self, messages: list[dict], *, stage: str, max_tokens: int | None = None,
+                   temperature: float | None = None, seed: int | None = None) -> ChatResult:
+        payload: dict = {
+            "model": self.model,
+            "messages": messages,
+            "max_tokens": max_tokens if max_tokens is not None else self._cfg.max_tokens,
+            "temperature": temperature if temperature is not None else self._cfg.temperature,
+            "stream": self._cfg.stream,
+        }
+        if seed is not None:
+            payload["seed"] = seed
+        if self._cfg.stream:
+            payload["stream_options"] = {"include_usage": True}
+        async with self._sem:
+            self._in_flight += 1
+            started_at, t0 = time.time(), time.perf_counter()
+            try:
+                reply, err, retries = await self._attempts(payload, self._headers(stage))
+            finally:
+                self._in_flight -= 1
+        latency = time.perf_counter() - t0
+        self._calls += 1
+        record = dict(endpoint=self.name, url=self.base_url, model=self.model, stage=stage,
+                      latency_s=latency, retries=retries, started_at=started_at)
+        if reply is None:
+            assert err is not None
+            self._errors += 1
+            err.retries = retries
+            self._report(CallRecord(status="error", finish_reason=None, prompt_tokens=0, completion_tokens=0,
+                                    ttft_s=None, error=str(err), **record))
+            raise err
+        prompt = _usage_int(reply.usage, "prompt_tokens")
+        completion = _usage_int(reply.usage, "completion_tokens")
+        prompt = prompt if prompt is not None else _estimate_tokens(_message_chars(messages))
+        completion = completion if completion is not None else _estimate_tokens(len(reply.text))
+        self._report(CallRecord(status="length" if reply.finish_reason == "length" else "ok",
+                                finish_reason=reply.finish_reason, prompt_tokens=prompt,
+                                completion_tokens=completion, ttft_s=reply.ttft_s, error=None, **record))
+        return ChatResult(reply.text, reply.finish_reason, prompt, completion, latency, retries)
+
+    def _report(self, rec: CallRecord) -> None:
+        if self._on_call is not None:
+            self._on_call(rec)
+
+    async def check(self) -> None:
+        """Preflight: the server answers and serves cfg.model; any problem is a fatal LLMError."""
+        err = await self._check()
+        if err is not None:
+            err.fatal = True
+            raise err.redact(self._api_key())
+
+    async def _check(self) -> LLMError | None:
+        try:
+            resp = await self._http.get(f"{self.base_url}/models", headers=self._headers())
+        except httpx.RequestError as exc:
+            return transport_error(exc, self.base_url)
+        if resp.status_code in (404, 405):
+            return None  # some servers have no /models route; chat() reports a bad model later
+        if not resp.is_success:
+            return self._status_error(resp)
+        try:
+            data = json.loads(resp.text)
+        except ValueError:
+            return bad_response(self.base_url, f"GET /models is not JSON ({one_line(resp.text, 60)!r})")
+        listed = data.get("data") if isinstance(data, dict) else None
+        if not isinstance(listed, list):
+            return None  # not a model list we understand: nothing to verify
+        ids = [m["id"] for m in listed if isinstance(m, dict) and isinstance(m.get("id"), str)]
+        if not ids or self.model in ids:
+            return None
+        shown = ", ".join(ids[:10]) + (f" (+{len(ids) - 10} more)" if len(ids) > 10 else "")
+        return LLMError("model_not_found", f"model '{self.model}' not found at {self.base_url}; "
+                        f"available: {shown}; pass --model with one of them")

@@ -1,0 +1,172 @@
+"""LLMError and the small helpers that turn HTTP failures into one-line, actionable messages."""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from email.utils import parsedate_to_datetime
+
+import httpx
+
+KINDS = (
+    "connect",
+    "timeout",
+    "rate_limited",
+    "server",
+    "bad_request",
+    "context_overflow",
+    "auth",
+    "model_not_found",
+    "bad_response",
+)
+
+# Phrases servers use when the prompt does not fit (OpenAI, vLLM, llama.cpp, SGLang, TGI wordings).
+_CONTEXT_RE = re.compile(
+    r"context[ _-]?length|maximum context|context window|context size|exceeds the context"
+    r"|prompt is too long|too many tokens|maximum input length",
+    re.IGNORECASE,
+)
+_DETAIL_MAX = 200
+
+
+def one_line(text: str, limit: int = _DETAIL_MAX) -> str:
+    """Collapse whitespace so messages stay on one line, and cut long server text."""
+    flat = " ".join(str(text).split())
+    return flat if len(flat) <= limit else flat[: limit - 3] + "..."
+
+
+class LLMError(Exception):
+    """A failed LLM request.
+
+    kind: one of KINDS. fatal: the run must stop and show `message` (bad credentials, unknown
+    model, unreachable server). retryable: the client may retry it (transient failures only).
+    """
+
+    def __init__(
+        self,
+        kind: str,
+        message: str,
+        *,
+        fatal: bool = False,
+        retryable: bool = False,
+        status: int | None = None,
+        retry_after: float | None = None,
+        retries: int = 0,
+    ) -> None:
+        if kind not in KINDS:
+            raise ValueError(f"unknown LLMError kind {kind!r}")
+        self.kind = kind
+        self.message = one_line(message, limit=1000)
+        self.fatal = fatal
+        self.retryable = retryable
+        self.status = status
+        self.retry_after = retry_after
+        self.retries = retries
+        super().__init__(self.message)
+
+    def __str__(self) -> str:
+        return self.message
+
+    def __repr__(self) -> str:
+        return f"LLMError(kind={self.kind!r}, fatal={self.fatal}, status={self.status}, message={self.message!r})"
+
+    def redact(self, secret: str | None) -> LLMError:
+        """Scrub a secret (the API key) that a server may have echoed into the message."""
+        if secret and secret in self.message:
+            self.message = self.message.replace(secret, "***")
+            self.args = (self.message,)
+        return self
+
+    def gave_up(self, retries: int) -> LLMError:
+        """The final error after retrying: an unreachable server stops the run, other kinds fail one call."""
+        suffix = f" (gave up after {retries} retries)" if retries else ""
+        return LLMError(
+            self.kind,
+            self.message + suffix,
+            fatal=self.fatal or self.kind == "connect",
+            retryable=False,
+            status=self.status,
+            retries=retries,
+        )
+
+
+def error_detail(body: str) -> str:
+    """The server's own error text: OpenAI-style {"error": {"message": ..}}, {"detail": ..} or raw body."""
+    try:
+        data = json.loads(body)
+    except ValueError:
+        return one_line(body) or "empty body"
+    if isinstance(data, dict):
+        err = data.get("error", data.get("detail", data.get("message")))
+        if isinstance(err, dict):
+            err = err.get("message") or err
+        if err:
+            return one_line(err if isinstance(err, str) else json.dumps(err))
+    return one_line(body)
+
+
+def is_context_overflow(text: str) -> bool:
+    return bool(_CONTEXT_RE.search(text))
+
+
+def parse_retry_after(value: str | None) -> float | None:
+    """Retry-After is either delta-seconds or an HTTP date; None when absent or unreadable."""
+    if not value:
+        return None
+    value = value.strip()
+    if re.fullmatch(r"\d+(\.\d+)?", value):
+        return float(value)
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+def bad_response(url: str, what: str, *, fatal: bool = False) -> LLMError:
+    return LLMError("bad_response", f"unexpected response from {url}: {what}; "
+                    "check that the URL points to an OpenAI-compatible /v1 API", fatal=fatal)
+
+
+def status_error(status: int, body: str, retry_after: str | None, *, url: str, model: str,
+                 api_key_env: str | None) -> LLMError:
+    """Map a non-2xx answer to an error: 429/5xx/408 are transient, 401/403/404/other 4xx stop the run."""
+    detail = error_detail(body)
+    wait = parse_retry_after(retry_after)
+    if status == 429:
+        return LLMError("rate_limited", f"rate limited by {url} (HTTP 429: {detail})", status=status,
+                        retryable=True, retry_after=wait)
+    if status >= 500:
+        return LLMError("server", f"server error from {url} (HTTP {status}: {detail})", status=status,
+                        retryable=True, retry_after=wait)
+    if status == 408:
+        return LLMError("timeout", f"{url} timed out the request (HTTP 408)", status=status, retryable=True)
+    if status in (401, 403):
+        fix = f"check the key in ${api_key_env}" if api_key_env else "set api_key_env to the variable holding the key"
+        return LLMError("auth", f"{url} refused the credentials (HTTP {status}: {detail}); {fix}",
+                        status=status, fatal=True)
+    if status == 404:
+        return LLMError("model_not_found", f"model '{model}' not found at {url} (HTTP 404: {detail}); pass --model "
+                        "with a model the server serves and check the URL ends with /v1", status=status, fatal=True)
+    if status == 413 or (status == 400 and is_context_overflow(detail)):
+        # Not fatal: the caller can shrink the prompt and try again.
+        return LLMError("context_overflow", f"prompt too long for model '{model}' at {url} (HTTP {status}: "
+                        f"{detail}); shorten the prompt or raise the server's context length", status=status)
+    return LLMError("bad_request", f"{url} rejected the request (HTTP {status}: {detail}); "
+                    "check the model name, URL and request settings", status=status, fatal=True)
+
+
+def transport_error(exc: httpx.RequestError, url: str) -> LLMError:
+    """Map an httpx failure; connection failures and timeouts are retried, bad URLs are not."""
+    reason = one_line(str(exc)) or type(exc).__name__
+    if isinstance(exc, httpx.DecodingError):
+        return bad_response(url, f"undecodable body ({reason})")
+    if isinstance(exc, (httpx.ReadTimeout, httpx.WriteTimeout, httpx.PoolTimeout)):
+        return LLMError("timeout", f"no response from {url} in time ({type(exc).__name__}); raise "
+                        "read_timeout_s or lower max_concurrency", retryable=True)
+    if isinstance(exc, (httpx.RemoteProtocolError, httpx.ReadError)):
+        return LLMError("server", f"{url} dropped the connection ({reason})", retryable=True)
+    retryable = isinstance(exc, (httpx.ConnectError, httpx.ConnectTimeout))
+    return LLMError("connect", f"cannot reach {url} ({reason}); start the server or fix --llm-url",
+                    retryable=retryable, fatal=not retryable)

@@ -1,0 +1,159 @@
+"""Stage hooks: staleness decisions, persistence of every attempt, events, budget release.
+
+This is where an item's version gap is computed (at consumption) and where each decision and
+stage transition becomes a row in SQLite (the lossless record) and an event (observers may drop).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import traceback
+from typing import Callable
+
+from engine import events as ev
+from engine.context import FatalRunError, RunContext
+from engine.items import WorkItem
+from engine.pipeline.stage import Stage
+from engine.selection.pareto import rng_state
+from engine.stages.prompt_stages import current_item
+
+CHECKED_STAGES = ("propose", "evaluate")
+"""Stages that check staleness before spending LLM calls on an item."""
+
+
+class Recorder:
+    def __init__(self, ctx: RunContext, on_item_end: Callable[[WorkItem], None], on_fatal: Callable[[FatalRunError], None]) -> None:
+        self.ctx = ctx
+        self.on_item_end = on_item_end
+        self.on_fatal = on_fatal
+        self.in_flight: dict[str, WorkItem] = {}
+
+    # -- item lifecycle -------------------------------------------------------------------
+    def item_created(self, item: WorkItem) -> None:
+        self.in_flight[item.item_id] = item
+        self.save_item(item, outcome=None)
+        self.save_run_state()
+
+    def item_started(self, stage: Stage, item: WorkItem) -> str | None:
+        ctx = self.ctx
+        current_item.set(item.item_id)
+        gap = ctx.pool.gap(item.created_version)
+        item.payload.setdefault("gaps", {})[stage.name] = gap
+        item.payload["started_at"] = time.time()
+        if stage.name not in CHECKED_STAGES:
+            return None
+        ctx.gap_histogram[gap] += 1
+        decision = ctx.policy.decide(gap)
+        ctx.staleness_counts[decision.action] += 1
+        ctx.store.insert_staleness(
+            ctx.run_id,
+            item_id=item.item_id,
+            stage=stage.name,
+            policy=ctx.policy.name,
+            gap=gap,
+            item_version=item.created_version,
+            pool_version=ctx.pool.version,
+            decision=decision.action,
+            reason=decision.reason,
+            created_at=time.time(),
+        )
+        if gap > 0:
+            ctx.bus.publish(ev.StaleDetected(item_id=item.item_id, stage=stage.name, gap=gap, decision=decision.action))
+        if decision.action == "discard":
+            ctx.tally.discarded_stale += 1
+            ctx.tally.wasted_tokens += item.tokens
+            ctx.bus.publish(ev.StaleDiscarded(item_id=item.item_id, stage=stage.name, gap=gap, wasted_tokens=item.tokens))
+            item.payload["outcome"] = "discarded_stale"
+            item.payload["reason"] = decision.reason
+            return "discarded_stale"
+        return None
+
+    def item_finished(self, stage: Stage, item: WorkItem, started_at: float, outcome: str) -> None:
+        ctx = self.ctx
+        now = time.time()
+        ctx.store.insert_item_stage(
+            ctx.run_id,
+            item_id=item.item_id,
+            stage=stage.name,
+            version_at_consume=ctx.pool.version,
+            gap=item.payload.get("gaps", {}).get(stage.name, 0),
+            enqueued_at=item.enqueued_at,
+            started_at=started_at,
+            finished_at=now,
+            outcome=outcome,
+        )
+        if outcome == "forwarded" and stage.downstream is not None:
+            item.stage = stage.downstream.name
+            self.save_item(item, outcome=None)
+            return
+        final = item.payload.get("outcome", outcome)
+        self.save_item(item, outcome=final)
+        self.in_flight.pop(item.item_id, None)
+        ctx.budget.release(ctx.reservations.pop(item.item_id, None))
+        self.save_run_state()
+        self.on_item_end(item)
+
+    def handler_crashed(self, stage: Stage, item: WorkItem, exc: BaseException) -> None:
+        if isinstance(exc, FatalRunError):
+            # Leave the item open: a resumed run redoes it once the cause is fixed.
+            self.on_fatal(exc)
+            return
+        ctx = self.ctx
+        detail = "".join(traceback.format_exception_only(type(exc), exc)).strip()
+        ctx.tally.failed += 1
+        ctx.tally.fail_reasons[f"internal error in {stage.name}"] += 1
+        item.payload["outcome"] = "error"
+        item.payload["reason"] = f"{stage.name}: {detail}"
+        ctx.bus.publish(ev.ItemFailed(item_id=item.item_id, stage=stage.name, reason=detail))
+        self.item_finished(stage, item, item.payload.get("started_at", time.time()), "error")
+
+    # -- rows -----------------------------------------------------------------------------
+    def save_item(self, item: WorkItem, outcome: str | None) -> None:
+        payload = {k: v for k, v in item.to_payload().items() if k not in ("outcome", "started_at")}
+        now = time.time()
+        self.ctx.store.upsert_item(
+            self.ctx.run_id,
+            item_id=item.item_id,
+            created_version=item.created_version,
+            parent_artifact_id=item.parent_id,
+            stage=item.stage,
+            payload=payload,
+            outcome=outcome,
+            error=item.payload.get("reason") if outcome else None,
+            created_at=item.created_at,
+            updated_at=now,
+        )
+
+    def save_run_state(self) -> None:
+        ctx = self.ctx
+        state = {"rng": rng_state(ctx.rng), "sampler": ctx.sampler.state(), "item_seq": ctx.item_seq}
+        counters = {"budget": ctx.budget.counters(ctx.elapsed()), "tally": ctx.tally.to_dict()}
+        ctx.store.update_run(
+            ctx.run_id,
+            rng_state_json=json.dumps(state),
+            counters_json=json.dumps(counters),
+            pool_version=ctx.pool.version,
+            updated_at=time.time(),
+        )
+
+    # -- LLM calls ------------------------------------------------------------------------
+    def llm_call(self, rec) -> None:
+        """on_call hook of both LLM clients: one row per call, charged to the calling item."""
+        ctx = self.ctx
+        item_id = current_item.get()
+        tokens = rec.prompt_tokens + rec.completion_tokens
+        ctx.tally.llm_calls += 1
+        ctx.tally.llm_retries += rec.retries
+        ctx.tally.prompt_tokens += rec.prompt_tokens
+        ctx.tally.completion_tokens += rec.completion_tokens
+        if rec.status == "error":
+            ctx.tally.llm_errors += 1
+            ctx.bus.publish(ev.LLMError(stage=rec.stage, error=rec.error or "error", fatal=False))
+        reservation = ctx.reservations.get(item_id or "")
+        ctx.budget.charge("llm_calls", 1, reservation)
+        ctx.budget.charge("tokens", tokens, reservation)
+        item = self.in_flight.get(item_id or "")
+        if item is not None:
+            item.tokens += tokens
+        ctx.store.insert_llm_call(ctx.run_id, rec, item_id)

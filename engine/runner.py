@@ -1,0 +1,329 @@
+"""A run from start to finish: set-up, seed evaluation, the orchestrated pipeline, summary.
+
+Front ends (headless CLI, TUI, bench) create an EngineRun, observe its bus and snapshots, call
+its control methods, and await run(). Nothing here prints.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import secrets
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+
+from engine import events as ev
+from engine.budget import Budget
+from engine.config import SIM_URL, ConfigError, EndpointConfig, RunConfig, build_config
+from engine.context import CallSink, FatalRunError, RunContext, Tally
+from engine.events import EventBus
+from engine.items import WorkItem
+from engine.llm.client import LLMClient
+from engine.llm.errors import LLMError
+from engine.llm.sim import sim_transport
+from engine.pipeline.orchestrator import Orchestrator
+from engine.pipeline.staleness import make_policy
+from engine.pool import Artifact, PoolChange, Pool
+from engine.selection.pareto import MinibatchSampler, restore_rng
+from engine.snapshot import EngineSnapshot, take_snapshot
+from engine.stages.prompt_stages import current_item
+from engine.store.store import Store, StoreError
+from engine.tasks.prompt_task import PromptTask, TaskError, load_task
+
+SIM_BASE = "http://sim/v1"
+
+
+class SetupError(Exception):
+    """The run cannot start; message is one line naming the problem and the fix."""
+
+    def __init__(self, message: str, exit_code: int = 2) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+@dataclass(frozen=True)
+class RunResult:
+    status: str
+    reason: str
+    summary: dict
+    exit_code: int
+
+
+def new_run_id() -> str:
+    return time.strftime("r%Y%m%d-%H%M%S-") + secrets.token_hex(2)
+
+
+class EngineRun:
+    def __init__(self, ctx: RunContext, db_path: Path, sim_state, resumed: bool, backlog: list[WorkItem]) -> None:
+        self.ctx = ctx
+        self.db_path = db_path
+        self.sim_state = sim_state
+        self.resumed = resumed
+        self.backlog = backlog
+        self.orchestrator = Orchestrator(ctx)
+        ctx.call_sink.target = self.orchestrator.recorder.llm_call
+        self.pipeline_s = 0.0
+
+    # -- construction ---------------------------------------------------------------------
+    @classmethod
+    async def create(cls, task_ref: str, layers: list[tuple[str, dict]], db_path: Path) -> "EngineRun":
+        try:
+            task = load_task(task_ref)
+            config = build_config([("defaults of task.toml", task.defaults), *layers])
+        except (TaskError, ConfigError) as exc:
+            raise SetupError(str(exc)) from None
+        store = await _open_store(db_path, create=True)
+        run_id = new_run_id()
+        ctx, sim_state = await _build_context(run_id, config, task, store)
+        store.insert_run(
+            run_id,
+            task=task.name,
+            task_path=str(task.path),
+            config_json=config.model_dump_json(),
+            seed=config.seed,
+            mode=config.pipeline.mode,
+            policy=config.pipeline.policy,
+            backend=ctx.backend,
+            status="running",
+            created_at=time.time(),
+        )
+        await store.flush()
+        return cls(ctx, db_path, sim_state, resumed=False, backlog=[])
+
+    @classmethod
+    async def resume(cls, db_path: Path, run_id: str | None, budget_overrides: dict) -> "EngineRun":
+        store = await _open_store(db_path, create=False)
+        run_id = run_id or await store.latest_run_id()
+        record = await store.load_run(run_id) if run_id else None
+        if record is None:
+            await store.close()
+            raise SetupError(f"no run {run_id!r} in {db_path}; list runs with `evotui runs --db {db_path}`")
+        try:
+            task = load_task(record.task_path)
+            config = build_config([("stored run config", record.config), ("command line", {"budget": budget_overrides})])
+        except (TaskError, ConfigError) as exc:
+            await store.close()
+            raise SetupError(f"cannot resume {run_id}: {exc}") from None
+        ctx, sim_state = await _build_context(run_id, config, task, store)
+        backlog = _restore(ctx, record)
+        store.update_run(run_id, status="running", updated_at=time.time())
+        await store.flush()
+        return cls(ctx, db_path, sim_state, resumed=True, backlog=backlog)
+
+    # -- observation and control ----------------------------------------------------------
+    @property
+    def bus(self) -> EventBus:
+        return self.ctx.bus
+
+    def snapshot(self) -> EngineSnapshot:
+        return take_snapshot(self.orchestrator)
+
+    def pause(self) -> None:
+        self.orchestrator.pause()
+
+    def resume_work(self) -> None:
+        self.orchestrator.resume()
+
+    def drain(self, reason: str = "drain requested") -> None:
+        self.orchestrator.drain(reason)
+
+    def stop(self, reason: str = "stopped") -> None:
+        self.orchestrator.stop(reason)
+
+    # -- the run --------------------------------------------------------------------------
+    async def run(self) -> RunResult:
+        ctx = self.ctx
+        ctx.bus.publish(
+            ev.RunStarted(run_id=ctx.run_id, task=ctx.task.name, mode=ctx.config.pipeline.mode,
+                          policy=ctx.policy.name, backend=ctx.backend, resumed=self.resumed)
+        )
+        status, reason, exit_code = "completed", "", 0
+        try:
+            if not ctx.seed_id:
+                await self._evaluate_seed()
+            t0 = time.monotonic()
+            status = await self.orchestrator.run(self.backlog)
+            self.pipeline_s = time.monotonic() - t0
+            reason = self.orchestrator.stop_reason
+            if self.orchestrator.fatal is not None:
+                exit_code = self.orchestrator.fatal.exit_code
+        except FatalRunError as exc:
+            status, reason, exit_code = "failed", str(exc), exc.exit_code
+        finally:
+            summary = self.summary(status, reason)
+            ctx.store.update_run(ctx.run_id, status=status, summary_json=json.dumps(summary), updated_at=time.time())
+            self.orchestrator.recorder.save_run_state()
+            ctx.bus.publish(ev.RunFinished(run_id=ctx.run_id, status=status, reason=reason))
+            await self.close()
+        if status == "interrupted" and exit_code == 0:
+            exit_code = 130
+        return RunResult(status=status, reason=reason, summary=summary, exit_code=exit_code)
+
+    async def close(self) -> None:
+        ctx = self.ctx
+        clients = {id(c): c for c in (ctx.task_llm, ctx.reflection_llm)}
+        for client in clients.values():
+            await client.aclose()
+        await ctx.store.close()
+        ctx.bus.close()
+
+    async def _evaluate_seed(self) -> None:
+        ctx = self.ctx
+        current_item.set(None)
+        traces = await self.orchestrator.handlers.run_examples(ctx.task.seed_prompt, ctx.task.val_ids, "evaluate")
+        seed = Artifact(
+            artifact_id="a000000",
+            text=ctx.task.seed_prompt,
+            parent_ids=(),
+            created_version=0,
+            val_scores={t["example_id"]: t["score"] for t in traces},
+            status="seed",
+            created_at=time.time(),
+        )
+        change = ctx.pool.add(seed, {"seed": True})
+        stored = ctx.pool.get(seed.artifact_id)
+        self.orchestrator.handlers.persist_artifact(stored, [], {t["example_id"]: t["feedback"] for t in traces}, "seed")
+        ctx.store.insert_pool_event(ctx.run_id, change.version, change.kind, seed.artifact_id, dict(change.detail), time.time())
+        ctx.seed_id = seed.artifact_id
+        ctx.best_history.append((ctx.elapsed(), stored.val_mean))
+        self.orchestrator.recorder.save_run_state()
+        await ctx.store.flush()
+
+    def summary(self, status: str, reason: str) -> dict:
+        ctx = self.ctx
+        snap = self.snapshot()
+        scale = ctx.config.sim.time_scale if ctx.config.uses_sim else 1.0
+        minutes = self.pipeline_s * scale / 60.0
+        return {
+            "run_id": ctx.run_id,
+            "db": str(self.db_path),
+            "status": status,
+            "stop_reason": reason,
+            "task": ctx.task.name,
+            "mode": ctx.config.pipeline.mode,
+            "policy": ctx.policy.name,
+            "backend": ctx.backend,
+            "simulated": ctx.config.uses_sim,
+            "proposals": snap.proposals,
+            "proposal_attempts": snap.proposal_attempts,
+            "accepted": snap.accepted,
+            "rejected": snap.rejected,
+            "failed": snap.failed,
+            "discarded_stale": snap.discarded_stale,
+            "wasted_tokens": snap.wasted_tokens,
+            "pool_version": snap.pool_version,
+            "seed_score": snap.seed_score,
+            "best_score": snap.best_score,
+            "best_id": snap.best_id,
+            "llm_calls": snap.llm_calls,
+            "prompt_tokens": snap.prompt_tokens,
+            "completion_tokens": snap.completion_tokens,
+            "metric_calls": ctx.tally.metric_calls,
+            "wall_s": round(ctx.elapsed(), 3),
+            "pipeline_minutes": round(minutes, 4),
+            "time_basis": "simulated" if ctx.config.uses_sim else "wall",
+            "proposals_per_min": round(snap.proposals / minutes, 3) if minutes > 0 else None,
+            "budget_spent": dict(snap.budget_spent),
+        }
+
+
+async def _open_store(db_path: Path, create: bool) -> Store:
+    try:
+        return await Store.open(db_path, create=create)
+    except StoreError as exc:
+        raise SetupError(str(exc)) from None
+
+
+def _api_key_check(ep: EndpointConfig) -> None:
+    import os
+
+    if ep.api_key_env and not os.environ.get(ep.api_key_env):
+        raise SetupError(f"environment variable {ep.api_key_env} (api_key_env) is not set; export it or remove api_key_env")
+
+
+async def _build_context(run_id: str, config: RunConfig, task: PromptTask, store: Store) -> tuple[RunContext, object]:
+    sim_state = None
+    transport: httpx.AsyncBaseTransport | None = None
+    if config.uses_sim:
+        transport, sim_state = sim_transport(config.sim)
+
+    sink = CallSink()
+
+    def make(ep: EndpointConfig, name: str) -> LLMClient:
+        _api_key_check(ep)
+        if ep.url == SIM_URL:
+            return LLMClient(ep, name=name, transport=transport, base_url=SIM_BASE, on_call=sink)
+        return LLMClient(ep, name=name, on_call=sink)
+
+    try:
+        task_llm = make(config.task_llm, "task")
+        reflection_llm = task_llm if config.reflection_llm is None else make(config.reflection, "reflection")
+        for client in {id(c): c for c in (task_llm, reflection_llm)}.values():
+            await client.check()
+    except (LLMError, SetupError) as exc:
+        await store.close()
+        code = exc.exit_code if isinstance(exc, SetupError) else 3
+        raise SetupError(str(exc), exit_code=code) from None
+    rng = random.Random(config.seed)
+    backend = f"simulated:{config.sim.profile}" if config.uses_sim else config.task_llm.url
+    ctx = RunContext(
+        run_id=run_id,
+        config=config,
+        task=task,
+        pool=Pool(),
+        budget=Budget(config.budget),
+        store=store,
+        bus=EventBus(),
+        task_llm=task_llm,
+        reflection_llm=reflection_llm,
+        policy=make_policy(config.pipeline.policy, config.pipeline.max_gap),
+        rng=rng,
+        sampler=MinibatchSampler(task.train_ids, config.pipeline.minibatch_size, random.Random(config.seed + 1)),
+        backend=backend,
+        call_sink=sink,
+    )
+    return ctx, sim_state
+
+
+def _restore(ctx: RunContext, record) -> list[WorkItem]:
+    """Pool, counters and RNG from the store; returns the interrupted items to re-enqueue."""
+    artifacts = [
+        Artifact(
+            artifact_id=a["artifact_id"],
+            text=a["text"],
+            parent_ids=tuple(a["parent_ids"] or ()),
+            created_version=a["created_version"],
+            val_scores=a["val_scores"] or {},
+            status=a["status"],
+            created_at=a["created_at"],
+            meta=a["meta"] or {},
+        )
+        for a in record.artifacts
+    ]
+    changes = [PoolChange(e["version"], e["kind"], e["artifact_id"], e["detail"] or {}) for e in record.pool_events]
+    ctx.pool.restore(artifacts, changes)
+    seed = next((a for a in artifacts if a.status == "seed"), None)
+    ctx.seed_id = seed.artifact_id if seed else ""
+    counters = record.counters or {}
+    ctx.tally = Tally.from_dict(counters.get("tally", {}))
+    # LLM calls committed after the last counters update still count: take them from their rows.
+    counts = record.counts or {}
+    ctx.tally.llm_calls = max(ctx.tally.llm_calls, int(counts.get("llm_calls", 0)))
+    ctx.tally.prompt_tokens = max(ctx.tally.prompt_tokens, int(counts.get("prompt_tokens", 0)))
+    ctx.tally.completion_tokens = max(ctx.tally.completion_tokens, int(counts.get("completion_tokens", 0)))
+    spent = dict(counters.get("budget", {}))
+    spent["llm_calls"] = max(float(spent.get("llm_calls", 0)), ctx.tally.llm_calls)
+    spent["tokens"] = max(float(spent.get("tokens", 0)), ctx.tally.prompt_tokens + ctx.tally.completion_tokens)
+    ctx.budget = Budget(ctx.config.budget, spent)
+    state = record.rng_state or {}
+    if state:
+        restore_rng(ctx.rng, state["rng"])
+        ctx.sampler.restore(state["sampler"])
+        ctx.item_seq = int(state["item_seq"])
+    best = ctx.pool.best()
+    if best is not None:
+        ctx.best_history.append((0.0, best.val_mean))
+    return [WorkItem.from_row(row) for row in record.open_items]

@@ -1,0 +1,194 @@
+"""Stage handlers of the prompt-task pipeline: rollout -> propose -> evaluate -> update.
+
+The same handlers serve every execution mode; inside a handler the requests of one item run
+concurrently and the handler returns when all of them are done (GEPA's per-stage barrier).
+A handler returns the item to forward it, or None after recording the item's outcome in
+item.payload["outcome"].
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import time
+
+from engine import events as ev
+from engine.context import FatalRunError, RunContext
+from engine.items import WorkItem
+from engine.llm.errors import LLMError
+from engine.pool import Artifact
+from engine.stages import reflection
+from engine.tasks.prompt_task import TaskError
+
+current_item: contextvars.ContextVar[str | None] = contextvars.ContextVar("current_item", default=None)
+
+
+def _end(item: WorkItem, outcome: str, reason: str = "") -> None:
+    item.payload["outcome"] = outcome
+    if reason:
+        item.payload["reason"] = reason
+
+
+class PromptStages:
+    def __init__(self, ctx: RunContext) -> None:
+        self.ctx = ctx
+
+    # -- shared ---------------------------------------------------------------------------
+    async def run_example(self, prompt_text: str, example_id: str, stage: str) -> dict:
+        """Run a candidate prompt on one example with the task model and score the output."""
+        ctx = self.ctx
+        example = ctx.task.example(example_id)
+        user = ctx.task.user_message(example)
+        note = ""
+        try:
+            res = await ctx.task_llm.chat(
+                [{"role": "system", "content": prompt_text}, {"role": "user", "content": user}], stage=stage
+            )
+            output = res.text
+            if res.finish_reason == "length":
+                note = " (the answer was cut off at max_tokens)"
+        except LLMError as exc:
+            if exc.fatal:
+                raise FatalRunError(str(exc)) from None
+            output, note = "", f" (no answer: {exc.kind})"
+        try:
+            result = ctx.task.score(example, output)
+        except TaskError as exc:
+            raise FatalRunError(str(exc), exit_code=2) from None
+        ctx.tally.metric_calls += 1
+        ctx.budget.charge("metric_calls", 1, ctx.reservations.get(current_item.get() or ""))
+        return {
+            "example_id": example_id,
+            "input": user,
+            "output": output,
+            "score": result.score,
+            "feedback": result.feedback + note,
+        }
+
+    async def run_examples(self, prompt_text: str, example_ids: list[str], stage: str) -> list[dict]:
+        return list(await asyncio.gather(*(self.run_example(prompt_text, ex, stage) for ex in example_ids)))
+
+    # -- stages ---------------------------------------------------------------------------
+    async def rollout(self, item: WorkItem) -> WorkItem | None:
+        parent = self.ctx.pool.get(item.parent_id)
+        traces = await self.run_examples(parent.text, item.minibatch, "rollout")
+        item.payload["traces"] = traces
+        item.payload["parent_mb"] = [t["score"] for t in traces]
+        if all(t["score"] >= 1.0 for t in traces):
+            # GEPA skips reflection when the parent is already perfect on the minibatch.
+            _end(item, "skipped", "parent perfect on minibatch")
+            return None
+        return item
+
+    async def propose(self, item: WorkItem) -> WorkItem | None:
+        ctx = self.ctx
+        parent = ctx.pool.get(item.parent_id)
+        ctx.bus.publish(ev.ProposalStart(item_id=item.item_id, parent_id=parent.artifact_id))
+        ctx.tally.proposal_attempts += 1
+        ctx.budget.charge("proposals", 1, ctx.reservations.get(item.item_id))
+        messages = reflection.build_messages(ctx.task.description, parent.text, item.payload["traces"])
+        reason = ""
+        child = None
+        try:
+            res = await ctx.reflection_llm.chat(messages, stage="propose")
+            if res.finish_reason == "length":
+                reason = "truncated (finish_reason=length)"
+            else:
+                child = reflection.parse_instructions(res.text)
+                if child is None:
+                    reason = "no parsable instructions block"
+                elif child.strip() == parent.text.strip():
+                    child, reason = None, "no change from parent"
+        except LLMError as exc:
+            if exc.fatal:
+                raise FatalRunError(str(exc)) from None
+            reason = f"LLM error: {exc.kind}"
+        ctx.bus.publish(ev.ProposalEnd(item_id=item.item_id, parent_id=parent.artifact_id, ok=child is not None, reason=reason))
+        if child is None:
+            ctx.tally.failed += 1
+            ctx.tally.fail_reasons[reason.split(":")[0]] += 1
+            _end(item, "failed", reason)
+            return None
+        ctx.tally.proposals += 1
+        item.payload["child"] = child
+        return item
+
+    async def evaluate(self, item: WorkItem) -> WorkItem | None:
+        ctx = self.ctx
+        child = item.payload["child"]
+        ctx.bus.publish(ev.EvaluationStart(item_id=item.item_id, split="minibatch", n_examples=len(item.minibatch)))
+        mb = await self.run_examples(child, item.minibatch, "evaluate")
+        child_sum = sum(t["score"] for t in mb)
+        parent_sum = sum(item.payload["parent_mb"])
+        item.payload["child_mb"] = [t["score"] for t in mb]
+        ctx.bus.publish(ev.EvaluationEnd(item_id=item.item_id, split="minibatch", score=child_sum / max(1, len(mb))))
+        if child_sum <= parent_sum:
+            reason = f"minibatch gate: {child_sum:.2f} <= parent {parent_sum:.2f}"
+            ctx.tally.rejected += 1
+            ctx.bus.publish(ev.CandidateRejected(item_id=item.item_id, parent_id=item.parent_id, reason=reason))
+            _end(item, "rejected", reason)
+            return None
+        val_ids = ctx.task.val_ids
+        ctx.bus.publish(ev.EvaluationStart(item_id=item.item_id, split="val", n_examples=len(val_ids)))
+        val = await self.run_examples(child, val_ids, "evaluate")
+        item.payload["val"] = {t["example_id"]: t["score"] for t in val}
+        item.payload["val_feedback"] = {t["example_id"]: t["feedback"] for t in val}
+        mean = sum(item.payload["val"].values()) / len(val)
+        ctx.bus.publish(ev.EvaluationEnd(item_id=item.item_id, split="val", score=mean))
+        return item
+
+    async def update(self, item: WorkItem) -> None:
+        ctx = self.ctx
+        artifact_id = f"a{item.item_id[1:]}"
+        before = ctx.pool.best()
+        art = Artifact(
+            artifact_id=artifact_id,
+            text=item.payload["child"],
+            parent_ids=(item.parent_id,),
+            created_version=0,
+            val_scores=item.payload["val"],
+            created_at=time.time(),
+            meta={"item_id": item.item_id, "from_version": item.created_version},
+        )
+        change = ctx.pool.add(art, {"parent": item.parent_id, "val_mean": art.val_mean, "item_id": item.item_id})
+        stored = ctx.pool.get(artifact_id)
+        self.persist_artifact(stored, item.minibatch, item.payload.get("val_feedback", {}), operator="mutate")
+        ctx.store.insert_pool_event(ctx.run_id, change.version, change.kind, artifact_id, dict(change.detail), time.time())
+        ctx.tally.accepted += 1
+        is_best = before is None or stored.val_mean > before.val_mean
+        if is_best:
+            ctx.best_history.append((ctx.elapsed(), stored.val_mean))
+        ctx.bus.publish(
+            ev.CandidateAccepted(
+                item_id=item.item_id,
+                artifact_id=artifact_id,
+                parent_id=item.parent_id,
+                val_mean=stored.val_mean,
+                pool_version=ctx.pool.version,
+                best=is_best,
+            )
+        )
+        item.payload["artifact_id"] = artifact_id
+        _end(item, "accepted")
+        return None
+
+    # -- persistence of artifacts ---------------------------------------------------------
+    def persist_artifact(self, art: Artifact, minibatch: list[str], feedback: dict, operator: str) -> None:
+        ctx, now = self.ctx, time.time()
+        ctx.store.upsert_artifact(
+            ctx.run_id,
+            artifact_id=art.artifact_id,
+            text=art.text,
+            status=art.status,
+            parent_ids=list(art.parent_ids),
+            created_version=art.created_version,
+            val_mean=art.val_mean,
+            val_scores=dict(art.val_scores),
+            minibatch=minibatch,
+            created_at=art.created_at,
+            meta=dict(art.meta),
+        )
+        for parent in art.parent_ids:
+            ctx.store.insert_lineage(ctx.run_id, parent, art.artifact_id, operator, now)
+        rows = [(ex, "val", score, feedback.get(ex, ""), "evaluate") for ex, score in art.val_scores.items()]
+        ctx.store.insert_evaluations(ctx.run_id, art.artifact_id, rows, now)

@@ -1,0 +1,162 @@
+"""Tables, indexes and migrations of the evotui SQLite database.
+
+`PRAGMA user_version` holds the schema version; `PRAGMA application_id` marks the file as ours so
+another program's SQLite file is refused instead of being written into.
+"""
+
+from __future__ import annotations
+
+SCHEMA_VERSION = 1
+# "evot" as a big-endian 32-bit integer, the SQLite convention for application ids.
+APPLICATION_ID = int.from_bytes(b"evot", "big")
+
+# Child rows name their run; deleting a run removes them (ON DELETE CASCADE, foreign_keys=ON).
+_RUN_FK = "run_id TEXT NOT NULL REFERENCES runs(run_id) ON DELETE CASCADE"
+
+_V1: tuple[str, ...] = (
+    """CREATE TABLE runs (
+        run_id TEXT PRIMARY KEY,
+        task TEXT NOT NULL,
+        task_path TEXT,
+        config_json TEXT NOT NULL DEFAULT '{}',
+        seed INTEGER,
+        mode TEXT,
+        policy TEXT,
+        backend TEXT,
+        status TEXT NOT NULL,
+        created_at REAL NOT NULL,
+        updated_at REAL NOT NULL,
+        rng_state_json TEXT,
+        counters_json TEXT,
+        pool_version INTEGER NOT NULL DEFAULT 0,
+        summary_json TEXT
+    )""",
+    "CREATE INDEX runs_by_created ON runs(created_at)",
+    f"""CREATE TABLE artifacts (
+        {_RUN_FK},
+        artifact_id TEXT NOT NULL,
+        text TEXT NOT NULL,
+        status TEXT NOT NULL,
+        parent_ids_json TEXT NOT NULL DEFAULT '[]',
+        created_version INTEGER NOT NULL,
+        val_mean REAL,
+        val_scores_json TEXT,
+        minibatch_json TEXT,
+        created_at REAL NOT NULL,
+        meta_json TEXT NOT NULL DEFAULT '{{}}',
+        PRIMARY KEY (run_id, artifact_id)
+    )""",
+    "CREATE INDEX artifacts_by_version ON artifacts(run_id, created_version)",
+    f"""CREATE TABLE lineage (
+        {_RUN_FK},
+        parent_id TEXT NOT NULL,
+        child_id TEXT NOT NULL,
+        operator TEXT NOT NULL,
+        created_at REAL NOT NULL
+    )""",
+    "CREATE INDEX lineage_by_child ON lineage(run_id, child_id)",
+    f"""CREATE TABLE evaluations (
+        {_RUN_FK},
+        artifact_id TEXT NOT NULL,
+        example_id TEXT NOT NULL,
+        split TEXT NOT NULL,
+        score REAL,
+        feedback TEXT,
+        stage TEXT,
+        created_at REAL NOT NULL
+    )""",
+    "CREATE INDEX evaluations_by_artifact ON evaluations(run_id, artifact_id)",
+    f"""CREATE TABLE pool_events (
+        {_RUN_FK},
+        version INTEGER NOT NULL,
+        kind TEXT NOT NULL,
+        artifact_id TEXT,
+        detail_json TEXT NOT NULL DEFAULT '{{}}',
+        created_at REAL NOT NULL,
+        PRIMARY KEY (run_id, version)
+    )""",
+    f"""CREATE TABLE items (
+        {_RUN_FK},
+        item_id TEXT NOT NULL,
+        created_version INTEGER NOT NULL,
+        parent_artifact_id TEXT,
+        stage TEXT,
+        payload_json TEXT NOT NULL DEFAULT '{{}}',
+        outcome TEXT,
+        error TEXT,
+        created_at REAL NOT NULL,
+        updated_at REAL NOT NULL,
+        PRIMARY KEY (run_id, item_id)
+    )""",
+    "CREATE INDEX items_by_outcome ON items(run_id, outcome)",
+    f"""CREATE TABLE item_stages (
+        {_RUN_FK},
+        item_id TEXT NOT NULL,
+        stage TEXT NOT NULL,
+        version_at_consume INTEGER,
+        gap INTEGER,
+        enqueued_at REAL,
+        started_at REAL,
+        finished_at REAL,
+        outcome TEXT
+    )""",
+    "CREATE INDEX item_stages_by_item ON item_stages(run_id, item_id)",
+    f"""CREATE TABLE llm_calls (
+        {_RUN_FK},
+        endpoint TEXT NOT NULL,
+        url TEXT,
+        model TEXT,
+        stage TEXT,
+        status TEXT NOT NULL,
+        finish_reason TEXT,
+        prompt_tokens INTEGER NOT NULL DEFAULT 0,
+        completion_tokens INTEGER NOT NULL DEFAULT 0,
+        latency_s REAL,
+        ttft_s REAL,
+        retries INTEGER NOT NULL DEFAULT 0,
+        error TEXT,
+        item_id TEXT,
+        created_at REAL NOT NULL
+    )""",
+    "CREATE INDEX llm_calls_by_run ON llm_calls(run_id, stage)",
+    f"""CREATE TABLE staleness (
+        {_RUN_FK},
+        item_id TEXT NOT NULL,
+        stage TEXT NOT NULL,
+        policy TEXT,
+        gap INTEGER,
+        item_version INTEGER,
+        pool_version INTEGER,
+        decision TEXT NOT NULL,
+        reason TEXT,
+        created_at REAL NOT NULL
+    )""",
+    "CREATE INDEX staleness_by_run ON staleness(run_id, stage)",
+)
+
+# MIGRATIONS[i] brings a database from version i to version i + 1. Append, never edit old entries.
+MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1,)
+assert len(MIGRATIONS) == SCHEMA_VERSION
+
+RUN_COLUMNS: tuple[str, ...] = (
+    "run_id", "task", "task_path", "config_json", "seed", "mode", "policy", "backend", "status",
+    "created_at", "updated_at", "rng_state_json", "counters_json", "pool_version", "summary_json",
+)
+
+# Tables whose rows `Store.fetch_rows` returns, with the order that matches how they were written.
+ROW_ORDER: dict[str, str] = {
+    "runs": "rowid",
+    "artifacts": "created_version, rowid",
+    "lineage": "rowid",
+    "evaluations": "rowid",
+    "pool_events": "version",
+    "items": "rowid",
+    "item_stages": "rowid",
+    "llm_calls": "rowid",
+    "staleness": "rowid",
+}
+
+
+def pending_migrations(current: int) -> tuple[tuple[str, ...], ...]:
+    """Statements that bring a database at `current` up to SCHEMA_VERSION, one tuple per step."""
+    return MIGRATIONS[current:]

@@ -1,0 +1,292 @@
+"""The run database: synchronous enqueue of writes, one batching writer task, awaited reads.
+
+Write methods never touch the disk: they check and convert their arguments, then enqueue one op
+per row. Call them from the event loop thread. A run's insert_run must come before any other write
+for that run (child tables reference runs with a foreign key).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any, Protocol
+
+import aiosqlite
+
+from . import queries
+from .codec import dumps, params
+from .errors import StoreError
+from .opening import connect
+from .queries import RunRecord
+from .schema import RUN_COLUMNS, SCHEMA_VERSION
+from .writer import BatchWriter, ErrorCallback, Op
+
+__all__ = ["SCHEMA_VERSION", "CallRecordLike", "RunRecord", "Store", "StoreError", "read_only_open"]
+
+
+class CallRecordLike(Protocol):
+    """What insert_llm_call reads (engine.llm.client.CallRecord fits); ttft_s is optional."""
+
+    endpoint: str
+    url: str
+    model: str
+    stage: str
+    status: str
+    finish_reason: str | None
+    prompt_tokens: int
+    completion_tokens: int
+    latency_s: float
+    retries: int
+    error: str | None
+    started_at: float
+
+
+def _insert(table: str, columns: tuple[str, ...], *, upsert_key: tuple[str, ...] = (),
+            keep: tuple[str, ...] = ()) -> str:
+    sql = f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})"
+    if upsert_key:
+        updates = [c for c in columns if c not in upsert_key and c not in keep]
+        sql += (f" ON CONFLICT ({', '.join(upsert_key)}) DO UPDATE SET "
+                + ", ".join(f"{c} = excluded.{c}" for c in updates))
+    return sql
+
+
+_RUN_INSERT_COLS = ("run_id", "task", "task_path", "config_json", "seed", "mode", "policy", "backend",
+                    "status", "created_at", "updated_at")
+_ARTIFACT_COLS = ("run_id", "artifact_id", "text", "status", "parent_ids_json", "created_version",
+                  "val_mean", "val_scores_json", "minibatch_json", "created_at", "meta_json")
+_LINEAGE_COLS = ("run_id", "parent_id", "child_id", "operator", "created_at")
+_EVAL_COLS = ("run_id", "artifact_id", "example_id", "split", "score", "feedback", "stage", "created_at")
+_POOL_COLS = ("run_id", "version", "kind", "artifact_id", "detail_json", "created_at")
+_ITEM_COLS = ("run_id", "item_id", "created_version", "parent_artifact_id", "stage", "payload_json",
+              "outcome", "error", "created_at", "updated_at")
+_STAGE_COLS = ("run_id", "item_id", "stage", "version_at_consume", "gap", "enqueued_at", "started_at",
+               "finished_at", "outcome")
+_CALL_COLS = ("run_id", "endpoint", "url", "model", "stage", "status", "finish_reason", "prompt_tokens",
+              "completion_tokens", "latency_s", "ttft_s", "retries", "error", "item_id", "created_at")
+_STALE_COLS = ("run_id", "item_id", "stage", "policy", "gap", "item_version", "pool_version",
+               "decision", "reason", "created_at")
+
+_SQL = {
+    "insert_run": _insert("runs", _RUN_INSERT_COLS),
+    "upsert_artifact": _insert("artifacts", _ARTIFACT_COLS, upsert_key=("run_id", "artifact_id"),
+                               keep=("created_at",)),
+    "insert_lineage": _insert("lineage", _LINEAGE_COLS),
+    "insert_evaluations": _insert("evaluations", _EVAL_COLS),
+    "insert_pool_event": _insert("pool_events", _POOL_COLS),
+    "upsert_item": _insert("items", _ITEM_COLS, upsert_key=("run_id", "item_id"), keep=("created_at",)),
+    "insert_item_stage": _insert("item_stages", _STAGE_COLS),
+    "insert_llm_call": _insert("llm_calls", _CALL_COLS),
+    "insert_staleness": _insert("staleness", _STALE_COLS),
+    "delete_run": "DELETE FROM runs WHERE run_id = ?",
+}
+_UPDATABLE = frozenset(RUN_COLUMNS) - {"run_id"}
+
+
+class Store:
+    """Use `await Store.open(...)`; close with `await store.close()` (or `async with`)."""
+
+    def __init__(self, path: Path, conn: aiosqlite.Connection, *, readonly: bool,
+                 on_error: ErrorCallback | None, max_batch: int, max_delay_s: float) -> None:
+        self.path = path
+        self.readonly = readonly
+        self._conn = conn
+        self._lock = asyncio.Lock()
+        self._closed = False
+        self._writer = None if readonly else BatchWriter(
+            conn, self._lock, label=str(path), on_error=on_error, max_batch=max_batch,
+            max_delay_s=max_delay_s)
+
+    @classmethod
+    async def open(cls, path: Path | str, *, create: bool, on_error: ErrorCallback | None = None,
+                   readonly: bool = False, max_batch: int = 500, max_delay_s: float = 0.05) -> Store:
+        """create=True makes the file if missing; readonly=True never creates or changes anything.
+
+        on_error(StoreError) is called from the writer task for every failed write.
+        """
+        if readonly and create:
+            raise ValueError("readonly=True cannot create a database")
+        path = Path(path).expanduser()
+        conn = await connect(path, create=create, readonly=readonly)
+        return cls(path, conn, readonly=readonly, on_error=on_error, max_batch=max_batch,
+                   max_delay_s=max_delay_s)
+
+    async def __aenter__(self) -> Store:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @property
+    def pending_writes(self) -> int:
+        """Ops enqueued and not yet written (0 for a read-only store)."""
+        return 0 if self._writer is None else self._writer.pending
+
+    @property
+    def written_ops(self) -> int:
+        """Ops the writer has finished since open (committed, or failed and reported)."""
+        return 0 if self._writer is None else self._writer.written
+
+    async def flush(self) -> None:
+        """Wait until every op enqueued before this call is committed; raise any writer error."""
+        if self._closed:
+            raise StoreError(f"{self.path}: the store is closed")
+        if self._writer is not None:
+            await self._writer.flush()
+
+    async def close(self) -> None:
+        """Write what is queued, stop the writer, close the connection. A second call does nothing."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            if self._writer is not None:
+                await self._writer.close()
+        finally:
+            await self._conn.close()
+
+    # -- writes (synchronous enqueue) --------------------------------------------------------
+
+    def _put(self, name: str, columns: tuple[str, ...], values: tuple[Any, ...]) -> None:
+        self._put_sql(name, _SQL[name], params(columns, values))
+
+    def _put_sql(self, name: str, sql: str, values: tuple[Any, ...]) -> None:
+        if self._writer is None:
+            raise StoreError(f"{self.path} was opened read-only; {name} is not allowed")
+        if self._closed:
+            raise StoreError(f"{self.path}: {name} after the store was closed")
+        self._writer.put(Op(name, sql, values))
+
+    def insert_run(self, run_id: str, *, task: str, task_path: str | None, config_json: Any,
+                   seed: int | None, mode: str | None, policy: str | None, backend: str | None,
+                   status: str, created_at: float) -> None:
+        """config_json: a dict, a pydantic model or JSON text."""
+        config = dumps(config_json, column="config_json")
+        self._put("insert_run", _RUN_INSERT_COLS,
+                  (run_id, task, task_path, "{}" if config is None else config, seed, mode, policy,
+                   backend, status, created_at, created_at))
+
+    def update_run(self, run_id: str, **cols: Any) -> None:
+        """Set runs columns; `*_json` columns take Python values (dict, list, ...)."""
+        unknown = sorted(set(cols) - _UPDATABLE)
+        if unknown:
+            raise StoreError(f"update_run: unknown column(s) {', '.join(unknown)}; "
+                             f"known: {', '.join(sorted(_UPDATABLE))}")
+        if not cols:
+            return
+        names = tuple(cols)
+        values = tuple(dumps(v, column=k) if k.endswith("_json") else v for k, v in cols.items())
+        sql = f"UPDATE runs SET {', '.join(f'{c} = ?' for c in names)} WHERE run_id = ?"
+        self._put_sql("update_run", sql, params((*names, "run_id"), (*values, run_id)))
+
+    def delete_run(self, run_id: str) -> None:
+        """Remove a run and every row that belongs to it."""
+        self._put("delete_run", ("run_id",), (run_id,))
+
+    def upsert_artifact(self, run_id: str, *, artifact_id: str, text: str, status: str,
+                        parent_ids: list[str], created_version: int, val_mean: float | None,
+                        val_scores: dict[str, float] | None, minibatch: Any, created_at: float,
+                        meta: dict[str, Any] | None) -> None:
+        """Insert, or update every column except created_at (the first insert's time is kept)."""
+        self._put("upsert_artifact", _ARTIFACT_COLS, (
+            run_id, artifact_id, text, status, dumps(list(parent_ids or ()), column="parent_ids"),
+            created_version, val_mean, dumps(val_scores, column="val_scores"),
+            dumps(minibatch, column="minibatch"), created_at, dumps(meta or {}, column="meta")))
+
+    def insert_lineage(self, run_id: str, parent_id: str, child_id: str, operator: str,
+                       created_at: float) -> None:
+        self._put("insert_lineage", _LINEAGE_COLS, (run_id, parent_id, child_id, operator, created_at))
+
+    def insert_evaluations(self, run_id: str, artifact_id: str,
+                           rows: list[tuple[str, str, float | None, str | None, str | None]],
+                           created_at: float) -> None:
+        """rows: (example_id, split, score, feedback, stage); one op per row, in order."""
+        for row in rows:
+            if len(row) != 5:
+                raise StoreError(f"insert_evaluations: row {row!r} is not (example_id, split, score, "
+                                 "feedback, stage)")
+        converted = [params(_EVAL_COLS, (run_id, artifact_id, *row, created_at)) for row in rows]
+        for values in converted:  # all rows are checked before any is enqueued
+            self._put_sql("insert_evaluations", _SQL["insert_evaluations"], values)
+
+    def insert_pool_event(self, run_id: str, version: int, kind: str, artifact_id: str | None,
+                          detail: dict[str, Any] | None, created_at: float) -> None:
+        self._put("insert_pool_event", _POOL_COLS,
+                  (run_id, version, kind, artifact_id, dumps(detail or {}, column="detail"), created_at))
+
+    def upsert_item(self, run_id: str, *, item_id: str, created_version: int,
+                    parent_artifact_id: str | None, stage: str | None, payload: dict[str, Any] | None,
+                    outcome: str | None, error: str | None, created_at: float,
+                    updated_at: float) -> None:
+        """Insert, or update every column except created_at. outcome None = still in the pipeline."""
+        self._put("upsert_item", _ITEM_COLS, (
+            run_id, item_id, created_version, parent_artifact_id, stage,
+            dumps(payload or {}, column="payload"), outcome, error, created_at, updated_at))
+
+    def insert_item_stage(self, run_id: str, *, item_id: str, stage: str,
+                          version_at_consume: int | None, gap: int | None, enqueued_at: float | None,
+                          started_at: float | None, finished_at: float | None,
+                          outcome: str | None) -> None:
+        self._put("insert_item_stage", _STAGE_COLS, (
+            run_id, item_id, stage, version_at_consume, gap, enqueued_at, started_at, finished_at,
+            outcome))
+
+    def insert_llm_call(self, run_id: str, rec: CallRecordLike, item_id: str | None = None) -> None:
+        """One row per CallRecord; rec.started_at becomes created_at."""
+        self._put("insert_llm_call", _CALL_COLS, (
+            run_id, rec.endpoint, rec.url, rec.model, rec.stage, rec.status, rec.finish_reason,
+            rec.prompt_tokens, rec.completion_tokens, rec.latency_s, getattr(rec, "ttft_s", None),
+            rec.retries, rec.error, item_id, rec.started_at))
+
+    def insert_staleness(self, run_id: str, *, item_id: str, stage: str, policy: str | None,
+                         gap: int | None, item_version: int | None, pool_version: int | None,
+                         decision: str, reason: str | None, created_at: float) -> None:
+        self._put("insert_staleness", _STALE_COLS, (
+            run_id, item_id, stage, policy, gap, item_version, pool_version, decision, reason,
+            created_at))
+
+    # -- reads (committed data only) ---------------------------------------------------------
+
+    def _reader(self) -> aiosqlite.Connection:
+        if self._closed:
+            raise StoreError(f"{self.path}: read after the store was closed")
+        return self._conn
+
+    async def list_runs(self) -> list[dict[str, Any]]:
+        """Newest first: run_id, task, status, mode, policy, backend, seed, created_at, updated_at,
+        pool_version, summary (decoded)."""
+        async with self._lock:
+            return await queries.list_runs(self._reader())
+
+    async def load_run(self, run_id: str) -> RunRecord | None:
+        async with self._lock:
+            return await queries.load_run(self._reader(), run_id)
+
+    async def latest_run_id(self) -> str | None:
+        async with self._lock:
+            return await queries.latest_run_id(self._reader())
+
+    async def fetch_rows(self, table: str, run_id: str) -> list[dict[str, Any]]:
+        """All rows of one table for a run, in write order, JSON decoded, without run_id."""
+        async with self._lock:
+            return await queries.fetch_rows(self._reader(), table, run_id)
+
+    async def integrity_check(self) -> str:
+        """'ok', or SQLite's list of problems joined by newlines."""
+        async with self._lock:
+            rows = await self._reader().execute_fetchall("PRAGMA integrity_check")
+        return "\n".join(str(r[0]) for r in rows)
+
+    async def schema_version(self) -> int:
+        async with self._lock:
+            rows = list(await self._reader().execute_fetchall("PRAGMA user_version"))
+        return int(rows[0][0])
+
+
+async def read_only_open(path: Path | str) -> Store:
+    """For list/show commands: never creates a file, refuses every write."""
+    return await Store.open(path, create=False, readonly=True)

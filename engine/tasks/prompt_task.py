@@ -1,0 +1,197 @@
+"""Prompt tasks (GEPA contract): a seed prompt, train/val JSONL examples and a metric.
+
+The metric is the task author's code (trusted like a config file), loaded from the task folder;
+it receives LLM output as plain data. task.toml:
+
+    name, kind = "prompt", description, seed_prompt, train, val
+    [metric] file, function       # function(example: dict, output: str) -> {"score", "feedback"}
+    [input] template               # optional, str.format over the example (default "{input}")
+    [defaults]                     # optional RunConfig overrides
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from engine.config import ConfigError, read_toml
+
+BUILTIN_DIR = Path(__file__).resolve().parents[2] / "tasks"
+KNOWN_KEYS = {"name", "kind", "description", "seed_prompt", "train", "val", "metric", "input", "defaults"}
+
+
+class TaskError(Exception):
+    """A problem with a task folder; the message names the file and the fix."""
+
+
+@dataclass(frozen=True)
+class MetricResult:
+    score: float
+    feedback: str
+
+
+@dataclass(frozen=True)
+class PromptTask:
+    name: str
+    path: Path
+    description: str
+    seed_prompt: str
+    train: list[dict]
+    val: list[dict]
+    metric_fn: Callable[[dict, str], Any]
+    input_template: str = "{input}"
+    defaults: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_by_id", {ex["id"]: ex for ex in [*self.train, *self.val]})
+
+    def example(self, example_id: str) -> dict:
+        return self._by_id[example_id]  # type: ignore[attr-defined]
+
+    @property
+    def train_ids(self) -> list[str]:
+        return [ex["id"] for ex in self.train]
+
+    @property
+    def val_ids(self) -> list[str]:
+        return [ex["id"] for ex in self.val]
+
+    def user_message(self, example: dict) -> str:
+        try:
+            return self.input_template.format(**example)
+        except (KeyError, IndexError, ValueError) as exc:
+            raise TaskError(
+                f"{self.path / 'task.toml'}: [input] template cannot be filled for example "
+                f"{example['id']!r} ({exc!r}); use keys present in every example"
+            ) from None
+
+    def score(self, example: dict, output: str) -> MetricResult:
+        """Run the task's metric; a broken metric is the task author's bug and stops the run."""
+        try:
+            raw = self.metric_fn(example, output)
+        except Exception as exc:
+            raise TaskError(
+                f"{self.path}: metric raised {type(exc).__name__}: {exc} on example {example['id']!r}; fix the metric"
+            ) from exc
+        if isinstance(raw, (int, float)):
+            raw = {"score": raw, "feedback": ""}
+        if not isinstance(raw, dict) or "score" not in raw:
+            raise TaskError(f"{self.path}: metric must return a number or a dict with 'score' (got {type(raw).__name__})")
+        try:
+            score = float(raw["score"])
+        except (TypeError, ValueError):
+            raise TaskError(
+                f"{self.path}: metric returned a non-numeric score {raw['score']!r} on example {example['id']!r}; return a number"
+            ) from None
+        if not math.isfinite(score):
+            raise TaskError(f"{self.path}: metric returned a non-finite score on example {example['id']!r}")
+        return MetricResult(score=score, feedback=str(raw.get("feedback", "")))
+
+
+def resolve_task_path(name_or_path: str) -> Path:
+    path = Path(name_or_path).expanduser()
+    if path.is_dir():
+        return path.resolve()
+    for base in (BUILTIN_DIR, Path.cwd() / "tasks"):
+        cand = base / name_or_path
+        if cand.is_dir() and (cand / "task.toml").is_file():
+            return cand.resolve()
+    builtins = sorted(p.name for p in BUILTIN_DIR.glob("*/task.toml") for p in [p.parent]) if BUILTIN_DIR.is_dir() else []
+    hint = f" built-in tasks: {', '.join(builtins)}" if builtins else ""
+    raise TaskError(f"task {name_or_path!r}: no such folder;{hint} (or pass a path to a task folder)")
+
+
+def _read_jsonl(path: Path) -> list[dict]:
+    if not path.is_file():
+        raise TaskError(f"{path}: file not found; the task.toml names it")
+    rows: list[dict] = []
+    seen: set[str] = set()
+    with path.open(encoding="utf-8") as fh:
+        for lineno, line in enumerate(fh, start=1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise TaskError(f"{path}:{lineno}: not valid JSON ({exc.msg}); one JSON object per line") from None
+            if not isinstance(row, dict):
+                raise TaskError(f"{path}:{lineno}: expected a JSON object, got {type(row).__name__}")
+            if "id" not in row:
+                row["id"] = f"{path.stem}-{lineno}"
+            row["id"] = str(row["id"])
+            if row["id"] in seen:
+                raise TaskError(f"{path}:{lineno}: duplicate example id {row['id']!r}; ids must be unique")
+            seen.add(row["id"])
+            rows.append(row)
+    if not rows:
+        raise TaskError(f"{path}: no examples; add at least one JSON object line")
+    return rows
+
+
+def _load_metric(folder: Path, spec: dict) -> Callable[[dict, str], Any]:
+    if not isinstance(spec, dict) or "file" not in spec:
+        raise TaskError(f"{folder / 'task.toml'}: [metric] needs file = \"metric.py\" and function = \"score\"")
+    file = folder / str(spec["file"])
+    fn_name = str(spec.get("function", "score"))
+    if not file.is_file():
+        raise TaskError(f"{file}: metric file not found; check [metric] file in task.toml")
+    mod_spec = importlib.util.spec_from_file_location(f"evotui_task_metric_{folder.name}", file)
+    if mod_spec is None or mod_spec.loader is None:
+        raise TaskError(f"{file}: cannot be loaded as a Python module")
+    module = importlib.util.module_from_spec(mod_spec)
+    try:
+        mod_spec.loader.exec_module(module)
+    except Exception as exc:
+        raise TaskError(f"{file}: importing the metric failed ({type(exc).__name__}: {exc})") from None
+    fn = getattr(module, fn_name, None)
+    if not callable(fn):
+        raise TaskError(f"{file}: no function {fn_name!r}; define it or fix [metric] function")
+    return fn
+
+
+def load_task(name_or_path: str) -> PromptTask:
+    folder = resolve_task_path(name_or_path)
+    toml_path = folder / "task.toml"
+    if not toml_path.is_file():
+        raise TaskError(f"{folder}: no task.toml; a task folder needs one (see tasks/rules for an example)")
+    try:
+        spec = read_toml(toml_path)
+    except ConfigError as exc:
+        raise TaskError(str(exc)) from None
+    unknown = sorted(set(spec) - KNOWN_KEYS)
+    if unknown:
+        raise TaskError(f"{toml_path}: unknown key(s) {', '.join(unknown)}; allowed: {', '.join(sorted(KNOWN_KEYS))}")
+    kind = spec.get("kind", "prompt")
+    if kind != "prompt":
+        raise TaskError(f"{toml_path}: kind {kind!r} is not supported yet; only kind = \"prompt\"")
+    for key in ("seed_prompt", "train", "val", "metric"):
+        if key not in spec:
+            raise TaskError(f"{toml_path}: missing required key {key!r}")
+    seed_file = folder / str(spec["seed_prompt"])
+    if not seed_file.is_file():
+        raise TaskError(f"{seed_file}: seed prompt file not found; check seed_prompt in task.toml")
+    template = str(spec.get("input", {}).get("template", "{input}")) if isinstance(spec.get("input"), dict) else "{input}"
+    defaults = spec.get("defaults", {})
+    if not isinstance(defaults, dict):
+        raise TaskError(f"{toml_path}: [defaults] must be a table")
+    task = PromptTask(
+        name=str(spec.get("name", folder.name)),
+        path=folder,
+        description=str(spec.get("description", "")),
+        seed_prompt=seed_file.read_text(encoding="utf-8").strip(),
+        train=_read_jsonl(folder / str(spec["train"])),
+        val=_read_jsonl(folder / str(spec["val"])),
+        metric_fn=_load_metric(folder, spec["metric"]),
+        input_template=template,
+        defaults=defaults,
+    )
+    overlap = set(task.train_ids) & set(task.val_ids)
+    if overlap:
+        raise TaskError(f"{folder}: train and val share example ids ({', '.join(sorted(overlap)[:3])}); make them unique")
+    for ex in (task.train[0], task.val[0]):
+        task.user_message(ex)
+    return task

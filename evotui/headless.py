@@ -1,0 +1,97 @@
+"""The --no-ui front end: progress lines on stderr, JSONL events, a JSON summary on stdout.
+
+Signals: the first SIGINT/SIGTERM drains (in-flight work finishes, nothing new starts), a second
+one stops at once; either way the database stays consistent and `evotui resume` continues.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import sys
+from pathlib import Path
+from typing import TextIO
+
+from engine.runner import EngineRun, RunResult
+from engine.snapshot import EngineSnapshot
+
+
+def progress_line(s: EngineSnapshot) -> str:
+    queues = " ".join(f"{st.name}:{st.depth}/{st.busy}/{st.workers}" for st in s.stages)
+    best = f"{s.best_score:.3f}" if s.best_score is not None else "-"
+    seed = f"{s.seed_score:.3f}" if s.seed_score is not None else "-"
+    sim = " [SIMULATED]" if s.simulated else ""
+    return (
+        f"[{s.elapsed_s:7.1f}s {s.state}{sim}] v{s.pool_version} best {best} (seed {seed}) "
+        f"prop {s.proposals} acc {s.accepted} rej {s.rejected} fail {s.failed} stale {s.discarded_stale} "
+        f"| q depth/busy/workers {queues} | llm {s.llm_calls} calls {s.prompt_tokens + s.completion_tokens} tok"
+    )
+
+
+async def _write_events(run: EngineRun, out: TextIO) -> None:
+    sub = run.bus.subscribe(maxlen=100_000)
+    try:
+        while True:
+            batch = await sub.wait()
+            for event in batch:
+                out.write(json.dumps(event.to_dict(), default=str) + "\n")
+            out.flush()
+            if sub.closed and not batch:
+                break
+    finally:
+        if sub.dropped:
+            out.write(json.dumps({"event": "events_dropped", "count": sub.dropped}) + "\n")
+            out.flush()
+
+
+async def _progress(run: EngineRun, every_s: float, err: TextIO) -> None:
+    while True:
+        await asyncio.sleep(every_s)
+        print(progress_line(run.snapshot()), file=err, flush=True)
+
+
+async def drive(run: EngineRun, *, events_path: Path | None, progress_every: float, quiet: bool) -> RunResult:
+    loop = asyncio.get_running_loop()
+    signals_seen = 0
+
+    def on_signal(signame: str) -> None:
+        nonlocal signals_seen
+        signals_seen += 1
+        if signals_seen == 1:
+            print(f"evotui: {signame}: draining (in-flight work finishes); send again to stop now", file=sys.stderr, flush=True)
+            run.drain(f"{signame} received")
+        else:
+            print(f"evotui: {signame}: stopping now; `evotui resume {run.ctx.run_id}` continues", file=sys.stderr, flush=True)
+            run.stop(f"{signame} received twice")
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, on_signal, sig.name)
+    tasks: list[asyncio.Task] = []
+    events_file: TextIO | None = None
+    try:
+        if events_path is not None:
+            events_file = sys.stdout if str(events_path) == "-" else events_path.open("a", encoding="utf-8")
+            tasks.append(asyncio.create_task(_write_events(run, events_file)))
+        if not quiet:
+            if run.ctx.config.uses_sim:
+                print(
+                    f"evotui: SIMULATED LLM backend ({run.ctx.backend}, time scale x{run.ctx.config.sim.time_scale:g}); "
+                    "scores and speeds are simulated, not real model results",
+                    file=sys.stderr,
+                )
+            print(f"evotui: run {run.ctx.run_id} in {run.db_path} ({'resumed' if run.resumed else 'new'})", file=sys.stderr)
+            tasks.append(asyncio.create_task(_progress(run, progress_every, sys.stderr)))
+        result = await run.run()
+        if tasks and events_path is not None:
+            # Let the event writer flush what the run published last.
+            await asyncio.wait_for(asyncio.shield(tasks[0]), timeout=5)
+        return result
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(sig)
+        if events_file is not None and events_file is not sys.stdout:
+            events_file.close()

@@ -1,0 +1,88 @@
+"""`evotui runs` and `evotui show`: read-only views of a database."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+
+from engine.store.store import Store, StoreError
+
+
+def _fmt_score(v) -> str:
+    return f"{v:.3f}" if isinstance(v, (int, float)) else "-"
+
+
+async def main(args: argparse.Namespace) -> int:
+    if not args.db.exists():
+        print(f"evotui: error: no database at {args.db}; pass --db PATH (runs are stored where `run --db` put them)", file=sys.stderr)
+        return 2
+    try:
+        store = await Store.open(args.db, create=False, readonly=True)
+    except StoreError as exc:
+        print(f"evotui: error: {exc}", file=sys.stderr)
+        return 2
+    try:
+        if args.command == "runs":
+            return await _runs(store, args)
+        return await _show(store, args)
+    finally:
+        await store.close()
+
+
+async def _runs(store: Store, args: argparse.Namespace) -> int:
+    rows = await store.list_runs()
+    if args.json:
+        print(json.dumps(rows, default=str))
+        return 0
+    if not rows:
+        print(f"no runs in {args.db}")
+        return 0
+    print(f"{'run':26} {'task':10} {'status':12} {'mode':6} {'policy':8} {'ver':>4} {'seed':>6} {'best':>6}  created")
+    for r in rows:
+        summary = r.get("summary") or {}
+        created = time.strftime("%Y-%m-%d %H:%M", time.localtime(r["created_at"])) if r.get("created_at") else "-"
+        print(
+            f"{r['run_id']:26} {r['task']:10} {r['status']:12} {r['mode']:6} {r['policy']:8} {r.get('pool_version') or 0:>4} "
+            f"{_fmt_score(summary.get('seed_score')):>6} {_fmt_score(summary.get('best_score')):>6}  {created}"
+        )
+    return 0
+
+
+async def _show(store: Store, args: argparse.Namespace) -> int:
+    run_id = args.run_id or await store.latest_run_id()
+    record = await store.load_run(run_id) if run_id else None
+    if record is None:
+        print(f"evotui: error: no run {run_id!r} in {args.db}; see `evotui runs --db {args.db}`", file=sys.stderr)
+        return 2
+    arts = record.artifacts
+    best = max(arts, key=lambda a: a["val_mean"] or 0.0) if arts else None
+    seed = next((a for a in arts if a["status"] == "seed"), None)
+    info = {
+        "run_id": record.run_id,
+        "task": record.task,
+        "status": record.status,
+        "mode": record.mode,
+        "policy": record.policy,
+        "backend": record.backend,
+        "pool_version": record.pool_version,
+        "artifacts": len(arts),
+        "seed_score": seed["val_mean"] if seed else None,
+        "best_score": best["val_mean"] if best else None,
+        "best_id": best["artifact_id"] if best else None,
+        "open_items": len(record.open_items),
+        "counts": record.counts,
+        "summary": record.summary,
+    }
+    if args.json:
+        print(json.dumps(info, default=str))
+        return 0
+    for key in ("run_id", "task", "status", "mode", "policy", "backend", "pool_version", "artifacts", "open_items"):
+        print(f"{key:14} {info[key]}")
+    print(f"{'seed score':14} {_fmt_score(info['seed_score'])}")
+    print(f"{'best score':14} {_fmt_score(info['best_score'])} ({info['best_id']})")
+    print(f"{'counts':14} {json.dumps(record.counts, default=str)}")
+    if best is not None:
+        print("\nbest prompt:\n" + best["text"])
+    return 0

@@ -1,0 +1,107 @@
+"""Command-line flags -> a config layer holding only what the user actually typed."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from engine.config import ConfigError, read_toml
+
+BUDGET_FLAGS = {
+    "max_proposals": "max_proposals",
+    "max_llm_calls": "max_llm_calls",
+    "max_tokens": "max_tokens",
+    "max_metric_calls": "max_metric_calls",
+    "max_wall": "max_wall_s",
+}
+
+
+def add_budget_flags(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("budget (the run drains at the first limit reached)")
+    g.add_argument("--max-proposals", type=int, metavar="N")
+    g.add_argument("--max-llm-calls", type=int, metavar="N")
+    g.add_argument("--max-tokens", type=int, metavar="N", help="prompt + completion tokens")
+    g.add_argument("--max-metric-calls", type=int, metavar="N")
+    g.add_argument("--max-wall", type=float, metavar="SECONDS")
+
+
+def add_run_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--config", type=Path, metavar="FILE", help="TOML config (see README); flags override it")
+    g = p.add_argument_group("LLM endpoints (default: the embedded simulated backend)")
+    g.add_argument("--llm-url", metavar="URL", help="OpenAI-compatible base URL incl. /v1, e.g. http://127.0.0.1:8000/v1")
+    g.add_argument("--model", metavar="NAME", help="model name at --llm-url")
+    g.add_argument("--api-key-env", metavar="VAR", help="environment variable holding the API key")
+    g.add_argument("--reflection-url", metavar="URL", help="separate endpoint for the proposer (default: --llm-url)")
+    g.add_argument("--reflection-model", metavar="NAME")
+    g.add_argument("--stream", action="store_true", default=None, help="use streaming (SSE) requests")
+    g.add_argument("--profile", choices=["vllm", "api"], help="simulated backend profile")
+    g.add_argument("--time-scale", type=float, metavar="X", help="simulated seconds per wall second")
+    e = p.add_argument_group("pipeline")
+    e.add_argument("--mode", choices=["async", "sync"])
+    e.add_argument("--policy", choices=["full", "guarded"])
+    e.add_argument("--max-gap", type=int, metavar="N", help="guarded policy: largest allowed version gap")
+    e.add_argument("--workers", metavar="STAGE=N,...", help="e.g. rollout=8,propose=4,evaluate=8")
+    e.add_argument("--minibatch", type=int, metavar="N")
+    e.add_argument("--seed", type=int)
+    add_budget_flags(p)
+
+
+def _put(layer: dict, path: str, value) -> None:
+    node = layer
+    *parents, leaf = path.split(".")
+    for key in parents:
+        node = node.setdefault(key, {})
+    node[leaf] = value
+
+
+def parse_workers(spec: str) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for part in filter(None, (s.strip() for s in spec.split(","))):
+        stage, sep, count = part.partition("=")
+        if not sep or not count.strip().isdigit():
+            raise ConfigError(f"--workers: {part!r} is not STAGE=N (e.g. rollout=8,propose=4)")
+        out[stage.strip()] = int(count)
+    return out
+
+
+def budget_layer(args: argparse.Namespace) -> dict:
+    return {key: getattr(args, flag) for flag, key in BUDGET_FLAGS.items() if getattr(args, flag, None) is not None}
+
+
+def config_layers(args: argparse.Namespace) -> list[tuple[str, dict]]:
+    layers: list[tuple[str, dict]] = []
+    if args.config is not None:
+        layers.append((str(args.config), read_toml(args.config)))
+    cli: dict = {}
+    simple = {
+        "llm_url": "task_llm.url",
+        "model": "task_llm.model",
+        "api_key_env": "task_llm.api_key_env",
+        "stream": "task_llm.stream",
+        "profile": "sim.profile",
+        "time_scale": "sim.time_scale",
+        "mode": "pipeline.mode",
+        "policy": "pipeline.policy",
+        "max_gap": "pipeline.max_gap",
+        "minibatch": "pipeline.minibatch_size",
+        "seed": "seed",
+    }
+    for flag, path in simple.items():
+        value = getattr(args, flag, None)
+        if value is not None:
+            _put(cli, path, value)
+    if args.reflection_url or args.reflection_model:
+        _put(cli, "reflection_llm.url", args.reflection_url or args.llm_url or "sim://")
+        if args.reflection_model or args.model:
+            _put(cli, "reflection_llm.model", args.reflection_model or args.model)
+        if args.api_key_env:
+            _put(cli, "reflection_llm.api_key_env", args.api_key_env)
+    if args.seed is not None:
+        _put(cli, "sim.seed", args.seed)
+    if args.workers:
+        _put(cli, "pipeline.workers", parse_workers(args.workers))
+    budget = budget_layer(args)
+    if budget:
+        cli["budget"] = budget
+    layers.append(("command line", cli))
+    return layers

@@ -1,0 +1,33 @@
+"""`evotui sim-server`: the simulated backend over real HTTP on loopback (uvicorn)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from engine.config import SimConfig
+
+
+def main(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from engine.llm.sim.app import create_sim_app
+
+    fields = {"profile": args.profile, "seed": args.seed}
+    if args.time_scale is not None:
+        fields["time_scale"] = args.time_scale
+    cfg = SimConfig(**fields)
+    if args.host not in ("127.0.0.1", "localhost", "::1"):
+        print(f"evotui: note: serving the simulator on {args.host}, not loopback", file=sys.stderr)
+    print(
+        f"evotui sim-server: SIMULATED OpenAI-compatible backend (profile {cfg.profile}, time scale x{cfg.time_scale:g}, "
+        f"seed {cfg.seed}) at http://{args.host}:{args.port}/v1 -- answers and latencies are simulated",
+        file=sys.stderr,
+        flush=True,
+    )
+    try:
+        uvicorn.run(create_sim_app(cfg), host=args.host, port=args.port, log_level="warning", access_log=False)
+    except OSError as exc:
+        print(f"evotui: error: cannot listen on {args.host}:{args.port} ({exc}); choose another --port", file=sys.stderr)
+        return 2
+    return 0

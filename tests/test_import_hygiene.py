@@ -1,0 +1,35 @@
+"""The engine and the headless front end never import textual or rich (checked in a subprocess)."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+PROBE = r"""
+import json, sys, pkgutil, importlib
+import engine
+for mod in pkgutil.walk_packages(engine.__path__, "engine."):
+    importlib.import_module(mod.name)
+import evotui.cli, evotui.headless, evotui.bench, evotui.inspect_cmd
+print(json.dumps(sorted(m for m in sys.modules if m.split(".")[0] in ("textual", "rich"))))
+"""
+
+
+def test_engine_and_headless_never_import_textual():
+    out = subprocess.run([sys.executable, "-c", PROBE], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == []
+
+
+def test_no_ui_run_never_imports_textual(tmp_path):
+    probe = (
+        "import sys, json\n"
+        "from evotui.cli import main\n"
+        f"code = main(['run', 'rules', '--no-ui', '--quiet', '--db', r'{tmp_path / 'r.db'}', '--max-proposals', '2', '--time-scale', '2000'])\n"
+        "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('textual', 'rich'))\n"
+        "print(json.dumps({'code': code, 'bad': bad}))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    assert result == {"code": 0, "bad": []}, out.stderr[-2000:]
