@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 from typing import TextIO
 
+from engine.events import Subscription
 from engine.runner import EngineRun, RunResult
 from engine.snapshot import EngineSnapshot
 
@@ -29,8 +30,7 @@ def progress_line(s: EngineSnapshot) -> str:
     )
 
 
-async def _write_events(run: EngineRun, out: TextIO) -> None:
-    sub = run.bus.subscribe(maxlen=100_000)
+async def _write_events(sub: Subscription, out: TextIO) -> None:
     try:
         while True:
             batch = await sub.wait()
@@ -72,7 +72,8 @@ async def drive(run: EngineRun, *, events_path: Path | None, progress_every: flo
     try:
         if events_path is not None:
             events_file = sys.stdout if str(events_path) == "-" else events_path.open("a", encoding="utf-8")
-            tasks.append(asyncio.create_task(_write_events(run, events_file)))
+            # Subscribe now, not inside the task, so run_started is not missed.
+            tasks.append(asyncio.create_task(_write_events(run.bus.subscribe(maxlen=100_000), events_file)))
         if not quiet:
             if run.ctx.config.uses_sim:
                 print(

@@ -1,0 +1,35 @@
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+FAST = ["--time-scale", "2000", "--quiet"]
+
+
+def evotui(*args: str, timeout: float = 120, cwd: Path | None = None, env: dict | None = None) -> subprocess.CompletedProcess:
+    full_env = {**os.environ, **(env or {})}
+    return subprocess.run(
+        [sys.executable, "-m", "evotui.cli", *args], capture_output=True, text=True, timeout=timeout, cwd=cwd or ROOT, env=full_env
+    )
+
+
+def summary_of(proc: subprocess.CompletedProcess) -> dict:
+    lines = [ln for ln in proc.stdout.strip().splitlines() if ln.startswith("{")]
+    assert lines, f"no JSON summary; stderr: {proc.stderr[-2000:]}"
+    return json.loads(lines[-1])
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Path:
+    return tmp_path / "runs.db"

@@ -1,0 +1,62 @@
+"""End-to-end runs through the CLI on the simulated backend."""
+
+import json
+import sqlite3
+
+from tests.e2e.conftest import FAST, evotui, summary_of
+
+
+def test_run_evolves_builtin_task_above_seed(db, tmp_path):
+    events = tmp_path / "events.jsonl"
+    proc = evotui("run", "rules", "--no-ui", "--db", str(db), "--max-proposals", "24", "--events", str(events), *FAST)
+    assert proc.returncode == 0, proc.stderr
+    s = summary_of(proc)
+    for key in ("run_id", "db", "status", "mode", "policy", "backend", "proposals", "accepted", "pool_version",
+                "seed_score", "best_score", "llm_calls", "prompt_tokens", "completion_tokens", "wall_s"):
+        assert key in s
+    assert s["status"] == "completed" and s["simulated"] is True and s["backend"] == "simulated:vllm"
+    assert s["proposal_attempts"] == 24
+    assert s["best_score"] > s["seed_score"] + 0.2
+    assert s["pool_version"] == s["accepted"] + 1  # the seed is version 1
+    kinds = {json.loads(line)["event"] for line in events.read_text().splitlines()}
+    assert {"run_started", "candidate_selected", "proposal_start", "proposal_end", "evaluation_start",
+            "evaluation_end", "candidate_accepted", "run_finished"} <= kinds
+    con = sqlite3.connect(db)
+    assert con.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    assert con.execute("SELECT count(*) FROM llm_calls").fetchone()[0] == s["llm_calls"]
+    assert con.execute("SELECT count(*) FROM lineage").fetchone()[0] == s["accepted"]
+    assert con.execute("SELECT count(*) FROM items WHERE outcome IS NULL").fetchone()[0] == 0
+    assert con.execute("SELECT max(version) FROM pool_events").fetchone()[0] == s["pool_version"]
+
+
+def test_sync_and_async_share_task_and_backend(db):
+    out = {}
+    for mode in ("sync", "async"):
+        proc = evotui("run", "rules", "--no-ui", "--db", str(db), "--mode", mode, "--max-proposals", "6", *FAST)
+        assert proc.returncode == 0, proc.stderr
+        out[mode] = summary_of(proc)
+    assert out["sync"]["mode"] == "sync" and out["async"]["mode"] == "async"
+    assert out["sync"]["backend"] == out["async"]["backend"]
+    assert out["sync"]["seed_score"] == out["async"]["seed_score"]  # same seed, same backend settings
+
+
+def test_guarded_policy_records_decisions(db):
+    proc = evotui("run", "rules", "--no-ui", "--db", str(db), "--policy", "guarded", "--max-gap", "0",
+                  "--max-proposals", "20", *FAST)
+    assert proc.returncode == 0, proc.stderr
+    s = summary_of(proc)
+    con = sqlite3.connect(db)
+    rows = dict(con.execute("SELECT decision, count(*) FROM staleness GROUP BY decision").fetchall())
+    assert rows.get("discard", 0) == s["discarded_stale"] > 0
+    assert con.execute("SELECT count(*) FROM staleness WHERE decision='discard' AND gap <= 0").fetchone()[0] == 0
+
+
+def test_runs_and_show(db):
+    proc = evotui("run", "rules", "--no-ui", "--db", str(db), "--max-proposals", "3", *FAST)
+    run_id = summary_of(proc)["run_id"]
+    listing = evotui("runs", "--db", str(db))
+    assert listing.returncode == 0 and run_id in listing.stdout
+    shown = evotui("show", run_id, "--db", str(db), "--json")
+    assert shown.returncode == 0
+    info = json.loads(shown.stdout)
+    assert info["run_id"] == run_id and info["status"] == "completed" and info["open_items"] == 0
