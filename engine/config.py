@@ -69,7 +69,13 @@ class SimConfig(_Model):
     api_max_concurrency: int = Field(default=64, gt=0)
     """Concurrent requests the api profile accepts before answering 429."""
     lengths: dict[str, LengthDist] = Field(default_factory=_default_lengths)
-    """Per-stage output length distributions (stage taken from the X-Evotui-Stage header)."""
+    """Per-stage output length distributions (stage taken from the X-Evotui-Stage header);
+    stages not named keep their defaults."""
+
+    @field_validator("lengths")
+    @classmethod
+    def _fill_lengths(cls, v: dict[str, LengthDist]) -> dict[str, LengthDist]:
+        return {**_default_lengths(), **v}
 
 
 class EndpointConfig(_Model):

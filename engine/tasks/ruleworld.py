@@ -14,7 +14,8 @@ import random
 import re
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Callable, Literal
+from types import MappingProxyType
+from typing import Callable, Literal, Mapping
 
 Status = Literal["none", "right", "wrong", "both"]
 
@@ -249,8 +250,8 @@ def sentences(text: str) -> list[str]:
 
 
 @lru_cache(maxsize=4096)
-def prompt_status(text: str) -> dict[str, Status]:
-    """How each rule is stated in a prompt; cached because rollouts reuse one prompt a lot."""
+def prompt_status(text: str) -> Mapping[str, Status]:
+    """How each rule is stated in a prompt; cached (read-only) because rollouts reuse prompts."""
     seen: dict[str, set[str]] = {}
     for sentence in sentences(text):
         for rid, kind in classify(sentence):
@@ -260,7 +261,7 @@ def prompt_status(text: str) -> dict[str, Status]:
         kinds = seen.get(rule.id, set())
         out[rule.id] = "both" if len(kinds) == 2 else ("right" if "right" in kinds else
                                                       "wrong" if "wrong" in kinds else "none")
-    return out
+    return MappingProxyType(out)
 
 
 def format_input(category: str, items: list[str], priority: str, audience: str) -> str:

@@ -133,7 +133,7 @@ async def test_api_profile_answers_429_above_cap() -> None:
 
 
 async def test_vllm_single_vs_batch_over_http_matches_formula() -> None:
-    cfg = SimConfig(time_scale=200.0, vllm_prefill_tok_s=1e9, lengths=fixed(2000))
+    cfg = SimConfig(time_scale=100.0, vllm_prefill_tok_s=1e9, lengths=fixed(2000))
     ps = lambda b: cfg.vllm_peak_tok_s * cfg.vllm_single_seq_tok_s / (  # noqa: E731
         cfg.vllm_peak_tok_s + cfg.vllm_single_seq_tok_s * (b - 1))
     transport, state = sim_transport(cfg)
@@ -143,8 +143,8 @@ async def test_vllm_single_vs_batch_over_http_matches_formula() -> None:
     t_alone = float(alone.headers["x-evotui-sim-seconds"])
     t_batch = [float(r.headers["x-evotui-sim-seconds"]) for r in batch]
     assert t_alone == pytest.approx(2000 / ps(1), rel=0.01)
-    # arrivals spread over a few wall milliseconds, so allow a few percent
-    assert sum(t_batch) / 32 == pytest.approx(2000 / ps(32), rel=0.08)
+    # arrivals spread over some wall milliseconds (more on a busy machine): allow 10%
+    assert sum(t_batch) / 32 == pytest.approx(2000 / ps(32), rel=0.10)
     agg_alone, agg_batch = 2000 / t_alone, 32 * 2000 / max(t_batch)
     assert agg_batch > 10 * agg_alone
     assert state.peak_running == 32 and 0 < state.utilization() <= 1
