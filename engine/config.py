@@ -126,6 +126,9 @@ class PipelineConfig(_Model):
     """Workers per stage; stages not named keep their defaults."""
     queue_capacity: int = Field(default=16, gt=0)
     """Bound of every stage's input queue (backpressure)."""
+    max_in_flight: int = Field(default=8, gt=0)
+    """async: most items admitted and not yet finished. Bounds the version gap (each in-flight
+    item can commit at most once while another waits) and keeps parents fresh."""
     minibatch_size: int = Field(default=3, gt=0)
 
     @field_validator("workers")

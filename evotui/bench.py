@@ -33,7 +33,7 @@ async def run_one(task: str, mode: str, seed: int, profile: str, proposals: int,
     result = await run.run()
     s = result.summary
     state = run.sim_state
-    util = state.utilization() if state is not None and hasattr(state, "utilization") else None
+    util = state.throughput_utilization() if state is not None else None
     return {
         "mode": mode,
         "seed": seed,
@@ -48,7 +48,25 @@ async def run_one(task: str, mode: str, seed: int, profile: str, proposals: int,
         "tokens_wasted": s["wasted_tokens"],
         "discarded_stale": s["discarded_stale"],
         "utilization": util,
+        "wall_s": s["wall_s"],
+        "best_history": [list(p) for p in run.ctx.best_history],
     }
+
+
+def best_at(history: list[list[float]], t: float) -> float | None:
+    """Best validation score reached by wall time t (history: (elapsed, best) on improvement)."""
+    reached = [score for when, score in history if when <= t]
+    return max(reached) if reached else None
+
+
+def add_equal_time_scores(results: dict[str, list[dict]]) -> None:
+    """For each seed, score every mode at the moment the fastest mode finished its budget."""
+    seeds = {r["seed"] for rows in results.values() for r in rows}
+    for seed in seeds:
+        rows = [r for rows in results.values() for r in rows if r["seed"] == seed]
+        horizon = min(r["wall_s"] for r in rows)
+        for r in rows:
+            r["best_at_equal_time"] = best_at(r["best_history"], horizon)
 
 
 def _agg(rows: list[dict], key: str) -> tuple[float | None, float | None, float | None]:
@@ -74,6 +92,7 @@ def summarise(results: dict[str, list[dict]], profile: str) -> list[dict]:
                 "proposals_per_min_max": hi,
                 "ratio_vs_sync": (med / sync_med) if med is not None and sync_med else None,
                 "best_score": _agg(rows, "best_score")[0],
+                "best_at_equal_time": _agg(rows, "best_at_equal_time")[0],
                 "seed_score": _agg(rows, "seed_score")[0],
                 "utilization": _agg(rows, "utilization")[0],
                 "tokens_generated": _agg(rows, "tokens_generated")[0],
@@ -90,11 +109,15 @@ def print_table(rows: list[dict], proposals: int) -> None:
 
     print(f"evotui bench -- SIMULATED backend, profile {rows[0]['profile']}, {proposals} proposals per run, "
           f"{rows[0]['seeds']} seed(s); medians (min-max)")
-    print(f"{'mode':14} {'proposals/sim-min':>24} {'x sync':>7} {'best':>6} {'seed':>6} {'util':>6} {'tok gen':>9} {'tok wasted':>10}")
+    print("best = best validation score at equal proposals; best@t = at the time the fastest mode finished; "
+          "util = generated tokens / (elapsed x peak throughput)")
+    print(f"{'mode':14} {'proposals/sim-min':>24} {'x sync':>7} {'best':>6} {'best@t':>6} {'seed':>6} {'util':>6} "
+          f"{'tok gen':>9} {'tok wasted':>10}")
     for r in rows:
         spread = f"{f(r['proposals_per_min'])} ({f(r['proposals_per_min_min'])}-{f(r['proposals_per_min_max'])})"
         print(
             f"{r['mode']:14} {spread:>24} {f(r['ratio_vs_sync']):>7} {f(r['best_score'], '.3f'):>6} "
+            f"{f(r['best_at_equal_time'], '.3f'):>6} "
             f"{f(r['seed_score'], '.3f'):>6} {f(r['utilization'], '.2f'):>6} {f(r['tokens_generated'], '.0f'):>9} "
             f"{f(r['tokens_wasted'], '.0f'):>10}"
         )
@@ -130,6 +153,7 @@ def main(args: argparse.Namespace) -> int:
     except SetupError as exc:
         print(f"evotui: error: {exc}", file=sys.stderr)
         return exc.exit_code
+    add_equal_time_scores(results)
     rows = summarise(results, args.profile)
     if args.json:
         for r in rows:

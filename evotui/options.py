@@ -41,6 +41,7 @@ def add_run_flags(p: argparse.ArgumentParser) -> None:
     e.add_argument("--policy", choices=["full", "guarded"])
     e.add_argument("--max-gap", type=int, metavar="N", help="guarded policy: largest allowed version gap")
     e.add_argument("--workers", metavar="STAGE=N,...", help="e.g. rollout=8,propose=4,evaluate=8")
+    e.add_argument("--max-in-flight", type=int, metavar="N", help="async: most items in the pipeline at once")
     e.add_argument("--minibatch", type=int, metavar="N")
     e.add_argument("--seed", type=int)
     add_budget_flags(p)
@@ -84,6 +85,7 @@ def config_layers(args: argparse.Namespace) -> list[tuple[str, dict]]:
         "policy": "pipeline.policy",
         "max_gap": "pipeline.max_gap",
         "minibatch": "pipeline.minibatch_size",
+        "max_in_flight": "pipeline.max_in_flight",
         "seed": "seed",
     }
     for flag, path in simple.items():

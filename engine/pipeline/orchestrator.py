@@ -131,14 +131,14 @@ class Orchestrator:
 
     async def _admit(self) -> None:
         ctx = self.ctx
-        sync = ctx.config.pipeline.mode == "sync"
+        # sync admits the next step only when the previous one has left the pipeline.
+        limit = 1 if ctx.config.pipeline.mode == "sync" else ctx.config.pipeline.max_in_flight
         rollout = self.stages["rollout"]
         while not self._draining:
             await self.running.wait()
-            if sync:
-                await self._wait_until(lambda: self.in_flight == 0 or self._draining)
-                if self._draining:
-                    break
+            await self._wait_until(lambda: self.in_flight < limit or self._draining)
+            if self._draining:
+                break
             reservation = ctx.budget.try_reserve(self.estimate(), ctx.elapsed())
             if reservation is None:
                 if self.in_flight and ctx.budget.exhausted != "wall_s":
