@@ -2,6 +2,7 @@
 
 Signals: the first SIGINT/SIGTERM drains (in-flight work finishes, nothing new starts), a second
 one stops at once; either way the database stays consistent and `evotui resume` continues.
+SIGUSR1 toggles pause: no stage takes new items, running requests finish and are held.
 """
 
 from __future__ import annotations
@@ -65,8 +66,17 @@ async def drive(run: EngineRun, *, events_path: Path | None, progress_every: flo
             print(f"evotui: {signame}: stopping now; `evotui resume {run.ctx.run_id}` continues", file=sys.stderr, flush=True)
             run.stop(f"{signame} received twice")
 
+    def on_usr1() -> None:
+        snap = run.snapshot()
+        if snap.state == "paused":
+            run.resume_work()
+        else:
+            run.pause()
+        print(f"evotui: SIGUSR1: {run.snapshot().state}", file=sys.stderr, flush=True)
+
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, on_signal, sig.name)
+    loop.add_signal_handler(signal.SIGUSR1, on_usr1)
     tasks: list[asyncio.Task] = []
     events_file: TextIO | None = None
     try:
@@ -92,7 +102,7 @@ async def drive(run: EngineRun, *, events_path: Path | None, progress_every: flo
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-        for sig in (signal.SIGINT, signal.SIGTERM):
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1):
             loop.remove_signal_handler(sig)
         if events_file is not None and events_file is not sys.stdout:
             events_file.close()

@@ -19,6 +19,8 @@ from engine.selection.pareto import rng_state
 from engine.stages.prompt_stages import current_item
 
 CHECKED_STAGES = ("propose", "evaluate")
+MAX_CONSECUTIVE_LLM_ERRORS = 25
+"""Calls failing in a row (each after its retries) that stop the run instead of burning budget."""
 """Stages that check staleness before spending LLM calls on an item."""
 
 
@@ -28,6 +30,7 @@ class Recorder:
         self.on_item_end = on_item_end
         self.on_fatal = on_fatal
         self.in_flight: dict[str, WorkItem] = {}
+        self.consecutive_errors = 0
 
     # -- item lifecycle -------------------------------------------------------------------
     def item_created(self, item: WorkItem) -> None:
@@ -149,7 +152,15 @@ class Recorder:
         ctx.tally.completion_tokens += rec.completion_tokens
         if rec.status == "error":
             ctx.tally.llm_errors += 1
+            self.consecutive_errors += 1
             ctx.bus.publish(ev.LLMError(stage=rec.stage, error=rec.error or "error", fatal=False))
+            if self.consecutive_errors >= MAX_CONSECUTIVE_LLM_ERRORS:
+                self.on_fatal(FatalRunError(
+                    f"{self.consecutive_errors} LLM calls in a row failed (last: {rec.error}); "
+                    f"check the endpoint {rec.url}, then `evotui resume`"
+                ))
+        else:
+            self.consecutive_errors = 0
         reservation = ctx.reservations.get(item_id or "")
         ctx.budget.charge("llm_calls", 1, reservation)
         ctx.budget.charge("tokens", tokens, reservation)
