@@ -111,6 +111,21 @@ class ItemFailed(Event):
 
 
 @dataclass(frozen=True, kw_only=True)
+class StalenessDecision(Event):
+    """Every check of an item's version gap, fresh or stale."""
+
+    kind: ClassVar[str] = "staleness_decision"
+    item_id: str
+    stage: str
+    policy: str
+    gap: int
+    item_version: int
+    pool_version: int
+    decision: str
+    reason: str
+
+
+@dataclass(frozen=True, kw_only=True)
 class StaleDetected(Event):
     kind: ClassVar[str] = "stale_detected"
     item_id: str

@@ -29,7 +29,6 @@ from engine.pipeline.staleness import make_policy
 from engine.pool import Artifact, PoolChange, Pool
 from engine.selection.pareto import MinibatchSampler, restore_rng
 from engine.snapshot import EngineSnapshot, take_snapshot
-from engine.stages.prompt_stages import current_item
 from engine.store.store import Store, StoreError
 from engine.tasks.prompt_task import PromptTask, TaskError, load_task
 
@@ -171,26 +170,9 @@ class EngineRun:
         ctx.bus.close()
 
     async def _evaluate_seed(self) -> None:
-        ctx = self.ctx
-        current_item.set(None)
-        traces = await self.orchestrator.handlers.run_examples(ctx.task.seed_prompt, ctx.task.val_ids, "evaluate")
-        seed = Artifact(
-            artifact_id="a000000",
-            text=ctx.task.seed_prompt,
-            parent_ids=(),
-            created_version=0,
-            val_scores={t["example_id"]: t["score"] for t in traces},
-            status="seed",
-            created_at=time.time(),
-        )
-        change = ctx.pool.add(seed, {"seed": True})
-        stored = ctx.pool.get(seed.artifact_id)
-        self.orchestrator.handlers.persist_artifact(stored, [], {t["example_id"]: t["feedback"] for t in traces}, "seed")
-        ctx.store.insert_pool_event(ctx.run_id, change.version, change.kind, seed.artifact_id, dict(change.detail), time.time())
-        ctx.seed_id = seed.artifact_id
-        ctx.best_history.append((ctx.elapsed(), stored.val_mean))
+        await self.orchestrator.handlers.evaluate_seed()
         self.orchestrator.recorder.save_run_state()
-        await ctx.store.flush()
+        await self.ctx.store.flush()
 
     def summary(self, status: str, reason: str) -> dict:
         ctx = self.ctx

@@ -19,15 +19,12 @@ from engine.context import FatalRunError, RunContext
 from engine.items import WorkItem
 from engine.pipeline.recorder import Recorder
 from engine.pipeline.stage import Stage
-from engine.selection.pareto import pareto_weights, sample_parent
 from engine.stages.prompt_stages import PromptStages
 
-PIPELINE = ("rollout", "propose", "evaluate", "update")
-TOKENS_PER_CALL_PRIOR = 1500.0
 
 
 class Orchestrator:
-    def __init__(self, ctx: RunContext) -> None:
+    def __init__(self, ctx: RunContext, handlers=None) -> None:
         self.ctx = ctx
         self.running = asyncio.Event()
         self.running.set()
@@ -37,12 +34,13 @@ class Orchestrator:
         self._draining = False
         self._changed = asyncio.Event()
         self._stopped = asyncio.Event()
-        self.recorder = Recorder(ctx, on_item_end=self._item_ended, on_fatal=self._on_fatal)
-        self.handlers = PromptStages(ctx)
+        self.handlers = handlers if handlers is not None else PromptStages(ctx)
+        self.recorder = Recorder(ctx, self.handlers.CHECKED, on_item_end=self._item_ended, on_fatal=self._on_fatal)
+        pipeline = self.handlers.PIPELINE
         cfg = ctx.config.pipeline
         sync = cfg.mode == "sync"
         self.stages: dict[str, Stage] = {}
-        for name in PIPELINE:
+        for name in pipeline:
             # In sync mode one item is in flight, so one worker per stage is all GEPA needs.
             workers = 1 if sync else cfg.workers.get(name, 1)
             self.stages[name] = Stage(
@@ -54,7 +52,7 @@ class Orchestrator:
                 running=self.running,
                 max_workers=max(workers, 256),
             )
-        for up, down in zip(PIPELINE, PIPELINE[1:]):
+        for up, down in zip(pipeline, pipeline[1:]):
             self.stages[up].downstream = self.stages[down]
         self.admitted = 0
 
@@ -99,24 +97,15 @@ class Orchestrator:
         return len(self.recorder.in_flight)
 
     # -- admission ------------------------------------------------------------------------
-    def estimate(self) -> dict[str, float]:
-        ctx = self.ctx
-        mb = ctx.config.pipeline.minibatch_size
-        calls = 2 * mb + 1 + len(ctx.task.val)
-        t = ctx.tally
-        per_call = (t.prompt_tokens + t.completion_tokens) / t.llm_calls if t.llm_calls else TOKENS_PER_CALL_PRIOR
-        return {"proposals": 1, "llm_calls": calls, "metric_calls": calls - 1, "tokens": calls * per_call}
-
     def select(self) -> WorkItem:
         ctx = self.ctx
-        weights = pareto_weights(ctx.pool.artifacts(), ctx.task.val_ids)
-        parent = sample_parent(weights, ctx.rng)
+        parent, minibatch = self.handlers.select()
         item = WorkItem(
             item_id=ctx.next_item_id(),
             created_version=ctx.pool.version,
             parent_id=parent,
-            minibatch=ctx.sampler.next(),
-            stage="rollout",
+            minibatch=minibatch,
+            stage=self.handlers.PIPELINE[0],
             created_at=time.time(),
         )
         ctx.bus.publish(
@@ -133,13 +122,13 @@ class Orchestrator:
         ctx = self.ctx
         # sync admits the next step only when the previous one has left the pipeline.
         limit = 1 if ctx.config.pipeline.mode == "sync" else ctx.config.pipeline.max_in_flight
-        rollout = self.stages["rollout"]
+        first = self.stages[self.handlers.PIPELINE[0]]
         while not self._draining:
             await self.running.wait()
             await self._wait_until(lambda: self.in_flight < limit or self._draining)
             if self._draining:
                 break
-            reservation = ctx.budget.try_reserve(self.estimate(), ctx.elapsed())
+            reservation = ctx.budget.try_reserve(self.handlers.estimate(), ctx.elapsed())
             if reservation is None:
                 if self.in_flight and ctx.budget.exhausted != "wall_s":
                     # In-flight items may hand back unused reservations: retry when one ends.
@@ -153,7 +142,7 @@ class Orchestrator:
             ctx.reservations[item.item_id] = reservation
             self.recorder.item_created(item)
             self.admitted += 1
-            await rollout.put(item)
+            await first.put(item)
 
     def _publish_budget(self) -> None:
         ctx = self.ctx
@@ -170,7 +159,7 @@ class Orchestrator:
             stage.start()
         for item in backlog:
             # Interrupted work from an earlier session: reserve its cost without an admission test.
-            ctx.reservations[item.item_id] = ctx.budget.reserve_unchecked(self.estimate())
+            ctx.reservations[item.item_id] = ctx.budget.reserve_unchecked(self.handlers.estimate())
             self.recorder.in_flight[item.item_id] = item
         refill = asyncio.create_task(self._refill(backlog), name="resume-backlog")
         admit = asyncio.create_task(self._admit(), name="select")

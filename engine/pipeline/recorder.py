@@ -18,15 +18,17 @@ from engine.pipeline.stage import Stage
 from engine.selection.pareto import rng_state
 from engine.stages.prompt_stages import current_item
 
-CHECKED_STAGES = ("propose", "evaluate")
 MAX_CONSECUTIVE_LLM_ERRORS = 25
 """Calls failing in a row (each after its retries) that stop the run instead of burning budget."""
 """Stages that check staleness before spending LLM calls on an item."""
 
 
 class Recorder:
-    def __init__(self, ctx: RunContext, on_item_end: Callable[[WorkItem], None], on_fatal: Callable[[FatalRunError], None]) -> None:
+    def __init__(self, ctx: RunContext, checked: tuple[str, ...], on_item_end: Callable[[WorkItem], None],
+                 on_fatal: Callable[[FatalRunError], None]) -> None:
         self.ctx = ctx
+        self.checked = checked
+        """Stages that check staleness before spending LLM calls on an item."""
         self.on_item_end = on_item_end
         self.on_fatal = on_fatal
         self.in_flight: dict[str, WorkItem] = {}
@@ -44,7 +46,7 @@ class Recorder:
         gap = ctx.pool.gap(item.created_version)
         item.payload.setdefault("gaps", {})[stage.name] = gap
         item.payload["started_at"] = time.time()
-        if stage.name not in CHECKED_STAGES:
+        if stage.name not in self.checked:
             return None
         ctx.gap_histogram[gap] += 1
         decision = ctx.policy.decide(gap)
@@ -60,6 +62,13 @@ class Recorder:
             decision=decision.action,
             reason=decision.reason,
             created_at=time.time(),
+        )
+        ctx.bus.publish(
+            ev.StalenessDecision(
+                item_id=item.item_id, stage=stage.name, policy=ctx.policy.name, gap=gap,
+                item_version=item.created_version, pool_version=ctx.pool.version,
+                decision=decision.action, reason=decision.reason,
+            )
         )
         if gap > 0:
             ctx.bus.publish(ev.StaleDetected(item_id=item.item_id, stage=stage.name, gap=gap, decision=decision.action))

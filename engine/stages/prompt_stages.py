@@ -17,8 +17,12 @@ from engine.context import FatalRunError, RunContext
 from engine.items import WorkItem
 from engine.llm.errors import LLMError
 from engine.pool import Artifact
+from engine.selection.pareto import pareto_weights, sample_parent
 from engine.stages import reflection
 from engine.tasks.prompt_task import TaskError
+
+TOKENS_PER_CALL_PRIOR = 1500.0
+"""Tokens per call assumed for budget reservations until calls have been observed."""
 
 current_item: contextvars.ContextVar[str | None] = contextvars.ContextVar("current_item", default=None)
 
@@ -30,8 +34,51 @@ def _end(item: WorkItem, outcome: str, reason: str = "") -> None:
 
 
 class PromptStages:
+    """Handlers of a prompt task. The orchestrator drives any object with this shape:
+    PIPELINE (stage names after select), CHECKED (stages that check staleness), one async
+    method per stage, select(), estimate() and evaluate_seed()."""
+
+    PIPELINE = ("rollout", "propose", "evaluate", "update")
+    CHECKED = ("propose", "evaluate")
+
     def __init__(self, ctx: RunContext) -> None:
         self.ctx = ctx
+
+    # -- selection and budget -------------------------------------------------------------
+    def select(self) -> tuple[str, list[str]]:
+        """A parent from the per-example Pareto front and the next training minibatch."""
+        ctx = self.ctx
+        weights = pareto_weights(ctx.pool.artifacts(), ctx.task.val_ids)
+        return sample_parent(weights, ctx.rng), ctx.sampler.next()
+
+    def estimate(self) -> dict[str, float]:
+        """Worst-case cost of one item: minibatch twice, one proposal, full validation."""
+        ctx = self.ctx
+        calls = 2 * ctx.config.pipeline.minibatch_size + 1 + len(ctx.task.val)
+        t = ctx.tally
+        per_call = (t.prompt_tokens + t.completion_tokens) / t.llm_calls if t.llm_calls else TOKENS_PER_CALL_PRIOR
+        return {"proposals": 1, "llm_calls": calls, "metric_calls": calls - 1, "tokens": calls * per_call}
+
+    async def evaluate_seed(self) -> None:
+        """Score the seed prompt on the validation set and commit it as pool version 1."""
+        ctx = self.ctx
+        current_item.set(None)
+        traces = await self.run_examples(ctx.task.seed_prompt, ctx.task.val_ids, "evaluate")
+        seed = Artifact(
+            artifact_id="a000000",
+            text=ctx.task.seed_prompt,
+            parent_ids=(),
+            created_version=0,
+            val_scores={t["example_id"]: t["score"] for t in traces},
+            status="seed",
+            created_at=time.time(),
+        )
+        change = ctx.pool.add(seed, {"seed": True})
+        stored = ctx.pool.get(seed.artifact_id)
+        self.persist_artifact(stored, [], {t["example_id"]: t["feedback"] for t in traces}, "seed")
+        ctx.store.insert_pool_event(ctx.run_id, change.version, change.kind, seed.artifact_id, dict(change.detail), time.time())
+        ctx.seed_id = seed.artifact_id
+        ctx.best_history.append((ctx.elapsed(), stored.val_mean))
 
     # -- shared ---------------------------------------------------------------------------
     async def run_example(self, prompt_text: str, example_id: str, stage: str) -> dict:
