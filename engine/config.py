@@ -130,6 +130,10 @@ class PipelineConfig(_Model):
     """async: most items admitted and not yet finished. Bounds the version gap (each in-flight
     item can commit at most once while another waits) and keeps parents fresh."""
     minibatch_size: int = Field(default=3, gt=0)
+    review_before_evaluate: bool = False
+    """Hold each proposal for a human decision before it is evaluated (TUI review queue)."""
+    review_before_commit: bool = False
+    """Hold each evaluated candidate for a human decision before it enters the pool."""
 
     @field_validator("workers")
     @classmethod

@@ -173,6 +173,30 @@ class StateChanged(Event):
 
 
 @dataclass(frozen=True, kw_only=True)
+class ReviewRequested(Event):
+    kind: ClassVar[str] = "review_requested"
+    item_id: str
+    gate: str
+    parent_id: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReviewDecided(Event):
+    kind: ClassVar[str] = "review_decided"
+    item_id: str
+    gate: str
+    decision: str
+    reason: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class PolicyChanged(Event):
+    kind: ClassVar[str] = "policy_changed"
+    policy: str
+    max_gap: int
+
+
+@dataclass(frozen=True, kw_only=True)
 class LLMError(Event):
     kind: ClassVar[str] = "llm_error"
     stage: str

@@ -132,6 +132,19 @@ class EngineRun:
     def stop(self, reason: str = "stopped") -> None:
         self.orchestrator.stop(reason)
 
+    def set_workers(self, stage: str, n: int) -> int:
+        """Resize a stage's worker set (within its bounds); returns the new target."""
+        return self.orchestrator.set_workers(stage, n)
+
+    def set_policy(self, name: str, max_gap: int | None = None) -> None:
+        self.orchestrator.set_policy(name, max_gap)
+
+    @property
+    def review(self):
+        """The review gates: pending(), decide(item_id, decision, reason, edited_text),
+        approve_all(), set_enabled(gate, on), enabled."""
+        return self.orchestrator.review
+
     # -- the run --------------------------------------------------------------------------
     async def run(self) -> RunResult:
         ctx = self.ctx

@@ -67,6 +67,9 @@ class EngineSnapshot:
     budget_spent: Mapping[str, float]
     budget_limits: Mapping[str, float | None]
     budget_exhausted: str | None
+    max_gap: int
+    review_pending: int
+    review_gates: Mapping[str, bool]
 
 
 def take_snapshot(orch: Orchestrator) -> EngineSnapshot:
@@ -124,4 +127,7 @@ def take_snapshot(orch: Orchestrator) -> EngineSnapshot:
         budget_spent=MappingProxyType(ctx.budget.counters(ctx.elapsed())),
         budget_limits=MappingProxyType(ctx.budget.limits_dict()),
         budget_exhausted=ctx.budget.exhausted,
+        max_gap=getattr(ctx.policy, "max_gap", 0),
+        review_pending=orch.review.pending_count,
+        review_gates=MappingProxyType(dict(orch.review.enabled)),
     )

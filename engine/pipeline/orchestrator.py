@@ -18,7 +18,9 @@ from engine import events as ev
 from engine.context import FatalRunError, RunContext
 from engine.items import WorkItem
 from engine.pipeline.recorder import Recorder
+from engine.pipeline.review import GATES, ReviewGates
 from engine.pipeline.stage import Stage
+from engine.pipeline.staleness import make_policy
 from engine.stages.prompt_stages import PromptStages
 
 
@@ -54,6 +56,10 @@ class Orchestrator:
             )
         for up, down in zip(pipeline, pipeline[1:]):
             self.stages[up].downstream = self.stages[down]
+        self.review = ReviewGates(ctx, self.stages, self.recorder.item_finished_at_gate)
+        for gate in GATES:
+            if gate in self.stages:
+                self.stages[gate].handler = self.review.wrap(gate, self.stages[gate].handler)
         self.admitted = 0
 
     # -- control --------------------------------------------------------------------------
@@ -91,6 +97,21 @@ class Orchestrator:
 
     def _item_ended(self, item: WorkItem) -> None:
         self._changed.set()
+
+    def set_workers(self, stage: str, n: int, reason: str = "user") -> int:
+        if stage not in self.stages:
+            raise ValueError(f"unknown stage {stage!r}; stages are {', '.join(self.stages)}")
+        st = self.stages[stage]
+        old = st.target_workers
+        new = st.resize(n)
+        if new != old:
+            self.ctx.bus.publish(ev.WorkerReallocated(stage=stage, old=old, new=new, reason=reason))
+        return new
+
+    def set_policy(self, name: str, max_gap: int | None = None) -> None:
+        gap = self.ctx.config.pipeline.max_gap if max_gap is None else max_gap
+        self.ctx.policy = make_policy(name, gap)
+        self.ctx.bus.publish(ev.PolicyChanged(policy=name, max_gap=gap))
 
     @property
     def in_flight(self) -> int:
@@ -164,7 +185,7 @@ class Orchestrator:
         refill = asyncio.create_task(self._refill(backlog), name="resume-backlog")
         admit = asyncio.create_task(self._admit(), name="select")
         watcher = asyncio.create_task(self._wait_until(lambda: self._stopped.is_set() or (
-            self._draining and self.in_flight == 0 and admit.done())), name="drain-watch")
+            self._draining and self.in_flight == self.review.pending_count and admit.done())), name="drain-watch")
         ticker = asyncio.create_task(self._tick(), name="tick")
         try:
             await watcher

@@ -99,12 +99,20 @@ class Recorder:
             item.stage = stage.downstream.name
             self.save_item(item, outcome=None)
             return
+        if outcome == "parked":
+            # Waiting for review in front of this stage: still open, re-parked on resume.
+            self.save_item(item, outcome=None)
+            return
         final = item.payload.get("outcome", outcome)
         self.save_item(item, outcome=final)
         self.in_flight.pop(item.item_id, None)
         ctx.budget.release(ctx.reservations.pop(item.item_id, None))
         self.save_run_state()
         self.on_item_end(item)
+
+    def item_finished_at_gate(self, stage: Stage, item: WorkItem, outcome: str) -> None:
+        """End an item a review gate rejected (it is not inside any stage's worker)."""
+        self.item_finished(stage, item, item.payload.get("parked_at", time.time()), outcome)
 
     def handler_crashed(self, stage: Stage, item: WorkItem, exc: BaseException) -> None:
         if isinstance(exc, FatalRunError):
@@ -122,7 +130,7 @@ class Recorder:
 
     # -- rows -----------------------------------------------------------------------------
     def save_item(self, item: WorkItem, outcome: str | None) -> None:
-        payload = {k: v for k, v in item.to_payload().items() if k not in ("outcome", "started_at")}
+        payload = {k: v for k, v in item.to_payload().items() if k not in ("outcome", "started_at", "parked_at")}
         now = time.time()
         self.ctx.store.upsert_item(
             self.ctx.run_id,

@@ -15,7 +15,16 @@ from typing import Awaitable, Callable, Protocol
 
 from engine.items import WorkItem
 
-Handler = Callable[[WorkItem], Awaitable["WorkItem | None"]]
+Handler = Callable[[WorkItem], Awaitable["WorkItem | None | _Parked"]]
+
+
+class _Parked:
+    def __repr__(self) -> str:
+        return "PARKED"
+
+
+PARKED = _Parked()
+"""Handler result: the item is held elsewhere (review) and neither forwarded nor ended."""
 
 
 class StageHooks(Protocol):
@@ -54,6 +63,7 @@ class StageStats:
     ended: int = 0
     dropped: int = 0
     crashed: int = 0
+    parked: int = 0
 
 
 class Stage:
@@ -180,6 +190,10 @@ class Stage:
         finally:
             self.busy -= 1
             self.queue.task_done()
+        if out is PARKED:
+            self.stats.parked += 1
+            self.hooks.item_finished(self, item, started, "parked")
+            return
         if out is None or self.downstream is None:
             self.stats.ended += 1
             self.hooks.item_finished(self, item, started, item.payload.get("outcome", "done"))

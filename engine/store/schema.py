@@ -6,7 +6,7 @@ another program's SQLite file is refused instead of being written into.
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 # "evot" as a big-endian 32-bit integer, the SQLite convention for application ids.
 APPLICATION_ID = int.from_bytes(b"evot", "big")
 
@@ -134,8 +134,24 @@ _V1: tuple[str, ...] = (
     "CREATE INDEX staleness_by_run ON staleness(run_id, stage)",
 )
 
+# v2: human review decisions, and the tokens and detail of staleness decisions (reflection).
+_V2: tuple[str, ...] = (
+    f"""CREATE TABLE reviews (
+        {_RUN_FK},
+        item_id TEXT NOT NULL,
+        gate TEXT NOT NULL,
+        decision TEXT NOT NULL,
+        reason TEXT,
+        edited INTEGER NOT NULL DEFAULT 0,
+        created_at REAL NOT NULL
+    )""",
+    "CREATE INDEX reviews_by_item ON reviews(run_id, item_id)",
+    "ALTER TABLE staleness ADD COLUMN tokens INTEGER NOT NULL DEFAULT 0",
+    "ALTER TABLE staleness ADD COLUMN detail_json TEXT",
+)
+
 # MIGRATIONS[i] brings a database from version i to version i + 1. Append, never edit old entries.
-MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1,)
+MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1, _V2)
 assert len(MIGRATIONS) == SCHEMA_VERSION
 
 RUN_COLUMNS: tuple[str, ...] = (
@@ -154,6 +170,7 @@ ROW_ORDER: dict[str, str] = {
     "item_stages": "rowid",
     "llm_calls": "rowid",
     "staleness": "rowid",
+    "reviews": "rowid",
 }
 
 

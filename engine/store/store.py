@@ -65,7 +65,8 @@ _STAGE_COLS = ("run_id", "item_id", "stage", "version_at_consume", "gap", "enque
 _CALL_COLS = ("run_id", "endpoint", "url", "model", "stage", "status", "finish_reason", "prompt_tokens",
               "completion_tokens", "latency_s", "ttft_s", "retries", "error", "item_id", "created_at")
 _STALE_COLS = ("run_id", "item_id", "stage", "policy", "gap", "item_version", "pool_version",
-               "decision", "reason", "created_at")
+               "decision", "reason", "created_at", "tokens", "detail_json")
+_REVIEW_COLS = ("run_id", "item_id", "gate", "decision", "reason", "edited", "created_at")
 
 _SQL = {
     "insert_run": _insert("runs", _RUN_INSERT_COLS),
@@ -78,6 +79,7 @@ _SQL = {
     "insert_item_stage": _insert("item_stages", _STAGE_COLS),
     "insert_llm_call": _insert("llm_calls", _CALL_COLS),
     "insert_staleness": _insert("staleness", _STALE_COLS),
+    "insert_review": _insert("reviews", _REVIEW_COLS),
     "delete_run": "DELETE FROM runs WHERE run_id = ?",
 }
 _UPDATABLE = frozenset(RUN_COLUMNS) - {"run_id"}
@@ -244,10 +246,16 @@ class Store:
 
     def insert_staleness(self, run_id: str, *, item_id: str, stage: str, policy: str | None,
                          gap: int | None, item_version: int | None, pool_version: int | None,
-                         decision: str, reason: str | None, created_at: float) -> None:
+                         decision: str, reason: str | None, created_at: float, tokens: int = 0,
+                         detail: dict | None = None) -> None:
         self._put("insert_staleness", _STALE_COLS, (
             run_id, item_id, stage, policy, gap, item_version, pool_version, decision, reason,
-            created_at))
+            created_at, tokens, detail))
+
+    def insert_review(self, run_id: str, *, item_id: str, gate: str, decision: str, reason: str | None,
+                      edited: bool, created_at: float) -> None:
+        """A human review decision (approve / reject / edit / skip) on a held proposal."""
+        self._put("insert_review", _REVIEW_COLS, (run_id, item_id, gate, decision, reason, int(edited), created_at))
 
     # -- reads (committed data only) ---------------------------------------------------------
 

@@ -139,7 +139,7 @@ async def test_round_trip_of_every_write_method(tmp_path: Path) -> None:
     stale = await ro.fetch_rows("staleness", "r1")
     assert stale == [{"item_id": "i3", "stage": "evaluate", "policy": "bounded", "gap": 2,
                       "item_version": 2, "pool_version": 4, "decision": "drop", "reason": "gap 2 > 1",
-                      "created_at": 4.2}]
+                      "created_at": 4.2, "tokens": 0, "detail": None}]
     assert await ro.load_run("nope") is None
     await ro.close()
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import random
 import re
 
+from engine.llm.sim import program_model
 from engine.llm.sim.ruleworld_model import answer_example, reflect
 from engine.tasks.ruleworld import parse_input
 
@@ -52,6 +53,8 @@ def answer(messages: list[dict], stage: str, rng: random.Random) -> str:
     system = "\n".join(message_text(m.get("content")) for m in messages if m.get("role") == "system")
     users = [message_text(m.get("content")) for m in messages if m.get("role") == "user"]
     user = users[-1] if users else ""
+    if stage in ("propose", "default") and program_model.patch_format(system):
+        return program_model.propose(messages, message_text, rng)
     if stage == "reflect":
         return _rework(user, rng)
     if stage == "propose" or (stage not in ("rollout", "evaluate") and "```" in user and "Feedback:" in user):

@@ -1,0 +1,1 @@
+"""Program text tooling: tree-sitter parsing, EVOLVE-BLOCK regions, patches, cheap filters."""

@@ -1,0 +1,76 @@
+"""Cheap filters that run before any evaluation, each counted.
+
+no_op: the child equals the parent (ignoring trailing whitespace); duplicate: a program with
+the same normalised hash is already in the pool or in flight; syntax: ``ast.parse`` rejects it
+(tree-sitter positions as a hint); region: code outside the EVOLVE-BLOCK changed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import Counter
+from dataclasses import dataclass, field
+
+from engine.code.evolve_blocks import check_syntax
+from engine.code.patches import check_outside
+
+KINDS = ("no_op", "duplicate", "syntax", "region")
+
+
+def normalise(text: str) -> str:
+    """Program text for comparison: trailing whitespace and trailing blank lines ignored."""
+    return "\n".join(line.rstrip() for line in text.strip("\n").splitlines())
+
+
+def program_hash(text: str) -> str:
+    return hashlib.sha256(normalise(text).encode("utf-8")).hexdigest()[:32]
+
+
+@dataclass(frozen=True)
+class Verdict:
+    kind: str | None
+    """None = passed; otherwise one of KINDS."""
+    reason: str = ""
+
+    @property
+    def passed(self) -> bool:
+        return self.kind is None
+
+
+@dataclass
+class ProgramFilters:
+    """Filter state of a run: known hashes and per-kind counters."""
+
+    known: set[str] = field(default_factory=set)
+    counts: Counter = field(default_factory=Counter)
+    passed: int = 0
+
+    def remember(self, text: str) -> str:
+        digest = program_hash(text)
+        self.known.add(digest)
+        return digest
+
+    def forget(self, text: str) -> None:
+        self.known.discard(program_hash(text))
+
+    def check(self, parent: str, child: str) -> Verdict:
+        """Run every filter in order of cost; the first that fails is counted and returned."""
+        verdict = self._verdict(parent, child)
+        if verdict.kind is None:
+            self.passed += 1
+        else:
+            self.counts[verdict.kind] += 1
+        return verdict
+
+    def _verdict(self, parent: str, child: str) -> Verdict:
+        if normalise(parent) == normalise(child):
+            return Verdict("no_op", "no-op: the patch leaves the program unchanged")
+        if program_hash(child) in self.known:
+            return Verdict("duplicate", "duplicate: this exact program is already in the pool or being evaluated")
+        violation = check_outside(parent, child)
+        if violation:
+            return Verdict("region", f"region: {violation}")
+        problem = check_syntax(child)
+        if problem is not None:
+            return Verdict("syntax", f"syntax: {problem}")
+        return Verdict(None)

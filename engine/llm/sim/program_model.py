@@ -1,0 +1,194 @@
+"""How the simulated model proposes program patches (program tasks).
+
+It reads the request like an LLM would: the output format from the system message
+("evotui-patch-format: ..."), the parent from the ```python block under "## Current program",
+other programs under "## Other programs", the parent's last change under "## Change that
+produced the current program". It answers with real patches built by program-aware rules:
+perturb a numeric constant inside the EVOLVE-BLOCK, take a line from another program, revert
+the last change, and, at the rates below, emit malformed blocks, SEARCH text that is not in the
+program, edits outside the EVOLVE-BLOCK, syntax errors, or re-indented (still valid) blocks.
+"""
+
+from __future__ import annotations
+
+import difflib
+import random
+import re
+
+from engine.code.evolve_blocks import RegionError, find_regions
+
+P_MALFORMED = 0.05
+"""A SEARCH/REPLACE block without its ======= or >>>>>>> REPLACE line."""
+P_NOT_FOUND = 0.05
+"""SEARCH text with a typo, so it matches nothing."""
+P_OUTSIDE = 0.03
+"""An edit of a line outside the EVOLVE-BLOCK."""
+P_SYNTAX = 0.04
+"""A valid block whose new code does not parse."""
+P_REINDENT = 0.15
+"""A valid block written with different indentation (tolerant matching must apply it)."""
+P_REVERT = 0.07
+"""Undo (part of) the change that produced the current program."""
+P_BORROW = 0.25
+"""Take a line from another program shown in the prompt."""
+P_TWO_EDITS = 0.3
+"""Perturb two constants instead of one."""
+P_FIX_ON_RETRY = 0.85
+"""A retry after patch errors produces a well-formed patch."""
+REL_STEP = 0.12
+"""Relative standard deviation of a float perturbation."""
+
+FORMAT_RE = re.compile(r"evotui-patch-format: (diff|full|udiff)")
+_PARENT = re.compile(r"## Current program[^\n]*\n```python\n(.*?)```", re.S)
+_OTHER = re.compile(r"### Program [^\n]*\n```python\n(.*?)```", re.S)
+_CHANGE = re.compile(r"## Change that produced the current program\n```diff\n(.*?)```", re.S)
+_NUM = re.compile(r"(?<![\w.])(\d+\.\d*|\d*\.\d+|\d+)(?![\w.])")
+
+
+def patch_format(system: str) -> str | None:
+    m = FORMAT_RE.search(system or "")
+    return m.group(1) if m else None
+
+
+def _editable_lines(code: str) -> list[int]:
+    lines = code.splitlines()
+    try:
+        regions = find_regions(code)
+    except RegionError:
+        regions = []
+    if not regions:
+        rows = range(len(lines))
+    else:
+        rows = [i for r in regions for i in range(r.start_line, r.end_line - 1)]
+    return [i for i in rows if i < len(lines) and lines[i].strip() and not lines[i].lstrip().startswith("#")]
+
+
+def _perturb_number(tok: str, rng: random.Random) -> str:
+    if "." not in tok:
+        v = int(tok)
+        return str(max(0, v + rng.choice((-1, 1))))
+    v = float(tok)
+    decimals = max(2, len(tok.split(".")[1]) + (1 if rng.random() < 0.3 else 0))
+    new = v * (1 + rng.gauss(0, REL_STEP)) if abs(v) > 0.02 else v + rng.gauss(0, 0.02)
+    out = f"{new:.{min(decimals, 6)}f}"
+    return out if out != tok else f"{v + 10 ** -decimals:.{decimals}f}"
+
+
+def _perturb(code: str, rng: random.Random) -> list[tuple[str, str]] | None:
+    lines = code.splitlines()
+    rows = [i for i in _editable_lines(code) if _NUM.search(lines[i].split("#")[0])]
+    if not rows:
+        return None
+    edits = []
+    for i in rng.sample(rows, min(len(rows), 2 if rng.random() < P_TWO_EDITS else 1)):
+        line = lines[i]
+        body = line.split("#")[0]
+        nums = list(_NUM.finditer(body))
+        m = rng.choice(nums)
+        edits.append((line, line[: m.start()] + _perturb_number(m.group(0), rng) + line[m.end():]))
+    return edits
+
+
+def _lhs(line: str) -> str | None:
+    m = re.match(r"\s*([\w\[\]., ]+?)\s*=(?!=)", line)
+    return m.group(1) if m else None
+
+
+def _borrow(code: str, others: list[str], rng: random.Random) -> list[tuple[str, str]] | None:
+    lines = code.splitlines()
+    rows = _editable_lines(code)
+    for other in rng.sample(others, len(others)):
+        mine = {_lhs(lines[i]): lines[i] for i in rows if _lhs(lines[i])}
+        cands = [(mine[_lhs(ln)], ln) for ln in other.splitlines()
+                 if _lhs(ln) in mine and mine[_lhs(ln)].strip() != ln.strip() and lines.count(mine[_lhs(ln)]) == 1]
+        if cands:
+            old, new = rng.choice(cands)
+            return [(old, _indent(old) + new.strip())]
+        sm = difflib.SequenceMatcher(None, lines, other.splitlines())
+        for tag, a, b, c, d in sm.get_opcodes():
+            if tag == "replace" and b - a == d - c == 1 and a in rows and lines.count(lines[a]) == 1:
+                return [(lines[a], other.splitlines()[c])]
+    return None
+
+
+def _indent(line: str) -> str:
+    return line[: len(line) - len(line.lstrip())]
+
+
+def _revert(code: str, change: str) -> list[tuple[str, str]] | None:
+    minus = [ln[1:] for ln in change.splitlines() if ln.startswith("-") and not ln.startswith("---")]
+    plus = [ln[1:] for ln in change.splitlines() if ln.startswith("+") and not ln.startswith("+++")]
+    if len(minus) == len(plus) and plus and all(code.count(p) == 1 for p in plus):
+        return list(zip(plus, minus))
+    return None
+
+
+def _blocks(edits: list[tuple[str, str]], reindent: bool = False) -> str:
+    out = []
+    for old, new in edits:
+        if reindent:
+            old, new = "    " + old, "    " + new
+        out.append(f"<<<<<<< SEARCH\n{old}\n=======\n{new}\n>>>>>>> REPLACE")
+    return "\n".join(out)
+
+
+def _render(code: str, edits: list[tuple[str, str]], fmt: str, rng: random.Random, reason: str) -> str:
+    if fmt == "diff":
+        return f"{reason}\n{_blocks(edits, reindent=rng.random() < P_REINDENT)}"
+    new = code
+    for old, rep in edits:
+        new = new.replace(old, rep, 1)
+    if fmt == "full":
+        return f"{reason}\n```python\n{new.rstrip()}\n```"
+    diff = "".join(difflib.unified_diff(code.splitlines(keepends=True), new.splitlines(keepends=True),
+                                        fromfile="a/program.py", tofile="b/program.py", n=2))
+    return f"{reason}\n```diff\n{diff}```"
+
+
+def _broken(code: str, rng: random.Random) -> str:
+    """A realistic failure: malformed block, wrong SEARCH, edit outside the block or a syntax error."""
+    lines = code.splitlines()
+    rows = _editable_lines(code) or list(range(len(lines)))
+    line = lines[rng.choice(rows)]
+    roll = rng.random() * (P_MALFORMED + P_NOT_FOUND + P_OUTSIDE + P_SYNTAX)
+    if roll < P_MALFORMED:
+        return f"Tweak one line.\n<<<<<<< SEARCH\n{line}\n>>>>>>> REPLACE\n{line}  # tweaked"
+    roll -= P_MALFORMED
+    if roll < P_NOT_FOUND:
+        return f"Adjust a constant.\n<<<<<<< SEARCH\n{line}_typo = 1\n=======\n{line}\n>>>>>>> REPLACE"
+    roll -= P_NOT_FOUND
+    outside = [i for i in range(len(lines)) if i not in set(_editable_lines(code)) and lines[i].strip()
+               and "EVOLVE-BLOCK" not in lines[i] and lines.count(lines[i]) == 1]
+    if roll < P_OUTSIDE and outside:
+        old = lines[rng.choice(outside)]
+        return f"Clean up the driver.\n<<<<<<< SEARCH\n{old}\n=======\n{old}  # cleaned\n>>>>>>> REPLACE"
+    return f"Restructure a line.\n<<<<<<< SEARCH\n{line}\n=======\n{line.rstrip(':')} ((:\n>>>>>>> REPLACE"
+
+
+def propose(messages: list[dict], text_of, rng: random.Random) -> str:
+    """Reply to a program-task proposal request (first attempt or retry)."""
+    system = "\n".join(text_of(m.get("content")) for m in messages if m.get("role") == "system")
+    users = [text_of(m.get("content")) for m in messages if m.get("role") == "user"]
+    fmt = patch_format(system) or "diff"
+    first = users[0] if users else ""
+    m = _PARENT.search(first)
+    if not m:
+        return "I could not find the current program in the request."
+    code = m.group(1)
+    retry = len(users) > 1 and users[-1].startswith("## Patch errors")
+    p_bad = 1 - P_FIX_ON_RETRY if retry else P_MALFORMED + P_NOT_FOUND + P_OUTSIDE + P_SYNTAX
+    if fmt == "diff" and rng.random() < p_bad:
+        return _broken(code, rng)
+    roll = rng.random()
+    edits, reason = None, ""
+    change = _CHANGE.search(first)
+    if roll < P_REVERT and change:
+        edits, reason = _revert(code, change.group(1)), "The last change looks harmful; revert it."
+    elif roll < P_REVERT + P_BORROW:
+        others = _OTHER.findall(first)
+        edits, reason = (_borrow(code, others, rng) if others else None), "Adopt a setting from a better program."
+    if not edits:
+        edits, reason = _perturb(code, rng), "Tune a constant of the construction."
+    if not edits:
+        return "The program has no constant I can tune; I have no change to propose."
+    return _render(code, edits, fmt, rng, reason)

@@ -1,0 +1,102 @@
+"""The proposer prompt of program tasks and its bounded sections.
+
+Layout puts the stable part first so server prefix caches hit: the system message (fixed for
+the run, including the output-format contract), the task description, the top programs (which
+change only when the pool's top changes), then the parent, its metrics and feedback, its last
+change and the recent failures (most volatile last). Every section has a character budget;
+clipped text carries an explicit truncation marker.
+
+Contract with any LLM (and the simulator): the system message contains
+"evotui-patch-format: <diff|full|udiff>", the parent is the ```python block under
+"## Current program", inspirations are ```python blocks under "## Other programs", and a retry
+request starts with "## Patch errors".
+"""
+
+from __future__ import annotations
+
+DEFAULT_SYSTEM = (
+    "You are an expert programmer improving a program through small, careful changes. An automatic "
+    "evaluator scores each version (combined_score, higher is better). Study the current program, "
+    "its metrics and the evaluator's feedback, learn from the other programs and the failed attempts, "
+    "and propose one change likely to raise the score. Only code between '# EVOLVE-BLOCK-START' and "
+    "'# EVOLVE-BLOCK-END' may change."
+)
+
+FORMAT = {
+    "diff": (
+        "Output format (evotui-patch-format: diff): one or more SEARCH/REPLACE blocks, each exactly:\n"
+        "<<<<<<< SEARCH\n<lines copied exactly from the current program>\n=======\n<new lines>\n"
+        ">>>>>>> REPLACE\n"
+        "SEARCH must match exactly one place in the current program. Give a one-line reason first."
+    ),
+    "full": (
+        "Output format (evotui-patch-format: full): the complete new program in a single ```python block, "
+        "with the EVOLVE-BLOCK markers and all code outside them unchanged. Give a one-line reason first."
+    ),
+    "udiff": (
+        "Output format (evotui-patch-format: udiff): a unified diff of the current program in a ```diff "
+        "block (--- / +++ headers, @@ hunks, lines starting with ' ', '-' or '+'). Give a one-line reason first."
+    ),
+}
+
+SHARES = {"parent": 0.45, "others": 0.25, "feedback": 0.1, "change": 0.1, "failures": 0.1}
+
+
+def clip(text: str, limit: int) -> str:
+    """text, or its head and tail around an explicit marker when longer than limit."""
+    if len(text) <= limit:
+        return text
+    keep = max(0, limit - 60)
+    head, tail = text[: keep * 2 // 3], text[len(text) - keep // 3:] if keep // 3 else ""
+    return f"{head}\n[... {len(text) - len(head) - len(tail)} characters truncated ...]\n{tail}"
+
+
+def system_message(custom: str, fmt: str) -> str:
+    return f"{(custom or DEFAULT_SYSTEM).strip()}\n\n{FORMAT[fmt]}"
+
+
+def _fmt_score(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.6g}"
+
+
+def build_messages(*, system: str, description: str, parent_id: str, parent_code: str, parent_score: float | None,
+                   metrics: dict, feedback: dict, last_change: str, others: list[tuple[str, float, str]],
+                   failures: list[str], fmt: str, max_chars: int) -> list[dict]:
+    """Messages of one proposal request; others = (artifact id, score, program text)."""
+    budget = {k: int(v * max_chars) for k, v in SHARES.items()}
+    parts: list[str] = []
+    if description:
+        parts.append(f"## Task\n{clip(description.strip(), 2000)}\n")
+    if others:
+        each = max(400, budget["others"] // len(others))
+        parts.append("## Other programs (for inspiration)")
+        for aid, score, code in others:
+            parts.append(f"### Program {aid} (combined_score {_fmt_score(score)})\n```python\n{clip(code.rstrip(), each)}\n```")
+        parts.append("")
+    parts.append(f"## Current program ({parent_id}, combined_score {_fmt_score(parent_score)})\n"
+                 f"```python\n{clip(parent_code.rstrip(), budget['parent'])}\n```\n")
+    if metrics:
+        lines = "\n".join(f"- {k}: {_fmt_score(v)}" for k, v in sorted(metrics.items()))
+        parts.append(f"## Metrics\n{clip(lines, 1500)}\n")
+    if feedback:
+        lines = "\n".join(f"- {k}: {v}" for k, v in sorted(feedback.items()))
+        parts.append(f"## Evaluator feedback\n{clip(lines, budget['feedback'])}\n")
+    if last_change:
+        parts.append(f"## Change that produced the current program\n```diff\n{clip(last_change.rstrip(), budget['change'])}\n```\n")
+    if failures:
+        lines = "\n".join(f"- {clip(f, max(200, budget['failures'] // len(failures)))}" for f in failures)
+        parts.append(f"## Recent failed attempts\n{lines}\n")
+    verb = {"diff": "SEARCH/REPLACE blocks", "full": "the complete program", "udiff": "a unified diff"}[fmt]
+    parts.append(f"Propose one improvement to the current program. Answer with {verb}.")
+    return [{"role": "system", "content": system}, {"role": "user", "content": "\n".join(parts)}]
+
+
+def retry_messages(messages: list[dict], reply: str, errors: list[str], fmt: str) -> list[dict]:
+    """The conversation extended with the failed reply and precise errors for a bounded retry."""
+    listed = "\n".join(f"- {clip(e, 1200)}" for e in errors[:8])
+    more = f"\n- ... and {len(errors) - 8} more" if len(errors) > 8 else ""
+    ask = {"diff": "corrected SEARCH/REPLACE blocks", "full": "the corrected complete program",
+           "udiff": "a corrected unified diff"}[fmt]
+    return [*messages, {"role": "assistant", "content": clip(reply, 6000)},
+            {"role": "user", "content": f"## Patch errors\nYour answer could not be applied to the current program:\n"
+                                        f"{listed}{more}\nAnswer again with {ask} against the current program shown above."}]

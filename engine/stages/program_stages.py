@@ -1,0 +1,242 @@
+"""Stage handlers of program tasks: propose -> validate -> evaluate -> update.
+
+select() picks a parent (tournament among the pool, sometimes a random one). propose asks the
+LLM for a patch in the task's format and applies it, retrying a bounded number of times with
+the precise per-block errors. validate runs the cheap filters (no-op, duplicate, EVOLVE-BLOCK
+region, syntax). evaluate runs the evaluator in the sandbox. update commits every successfully
+evaluated program to the pool (the population); val_scores = {"combined_score": fitness}, so
+Artifact.val_mean is the fitness. Same handler shape as PromptStages.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+
+from engine import events as ev
+from engine.code.filters import ProgramFilters
+from engine.code.patches import apply_reply, unified_diff
+from engine.context import FatalRunError, RunContext
+from engine.items import WorkItem
+from engine.llm.errors import LLMError
+from engine.pool import Artifact
+from engine.sandbox import EvalResult, Sandbox
+from engine.stages import program_prompt as prompt
+from engine.stages.prompt_stages import current_item
+
+TOKENS_PER_CALL_PRIOR = 3000.0
+SCORE_KEY = "combined_score"
+META_TEXT_CAP = 2000
+
+
+def _end(item: WorkItem, outcome: str, reason: str = "") -> None:
+    item.payload["outcome"] = outcome
+    if reason:
+        item.payload["reason"] = reason
+
+
+def _feedback_of(res: EvalResult) -> dict[str, str]:
+    fb = {k: prompt.clip(v, META_TEXT_CAP) for k, v in res.feedback.items()}
+    if res.warnings:
+        fb["evotui_warnings"] = "; ".join(res.warnings)
+    return fb
+
+
+class ProgramStages:
+    PIPELINE = ("propose", "validate", "evaluate", "update")
+    CHECKED = ("propose", "evaluate")
+
+    def __init__(self, ctx: RunContext, sandbox: Sandbox | None = None) -> None:
+        self.ctx = ctx
+        self.task = ctx.task
+        self.settings = ctx.task.settings
+        self.sandbox = sandbox or Sandbox(self.settings.limits(), concurrency=self.settings.eval_concurrency)
+        self.filters = ProgramFilters()
+        for art in ctx.pool.artifacts():
+            self.filters.remember(art.text)
+        self.failures: deque[str] = deque(maxlen=max(1, self.settings.num_failures))
+        self.patch_retries = 0
+        self.tolerant_blocks = 0
+
+    # -- selection and budget -------------------------------------------------------------
+    def select(self) -> tuple[str, list[str]]:
+        """Tournament among the top programs; with probability explore_prob any program."""
+        ctx, s = self.ctx, self.settings
+        arts = ctx.pool.artifacts()
+        if ctx.rng.random() < s.explore_prob:
+            return ctx.rng.choice(arts).artifact_id, []
+        elite = sorted(arts, key=lambda a: (-a.val_mean, a.created_version))[: s.elite_size]
+        entrants = ctx.rng.sample(elite, min(s.tournament_size, len(elite)))
+        return max(entrants, key=lambda a: (a.val_mean, -a.created_version)).artifact_id, []
+
+    def estimate(self) -> dict[str, float]:
+        t = self.ctx.tally
+        per_call = (t.prompt_tokens + t.completion_tokens) / t.llm_calls if t.llm_calls else TOKENS_PER_CALL_PRIOR
+        calls = 1 + self.settings.max_patch_retries
+        return {"proposals": 1, "llm_calls": calls, "metric_calls": 1, "tokens": calls * per_call}
+
+    async def run_evaluation(self, program: str) -> EvalResult:
+        s = self.settings
+        res = await self.sandbox.evaluate(self.task.evaluator, program, mode=self.task.sandbox_mode,
+                                          cascade=s.cascade, thresholds=s.cascade_thresholds,
+                                          program_name=self.task.program_name)
+        ctx = self.ctx
+        ctx.tally.metric_calls += 1
+        ctx.budget.charge("metric_calls", 1, ctx.reservations.get(current_item.get() or ""))
+        return res
+
+    async def evaluate_seed(self) -> None:
+        """Evaluate the initial program and commit it as pool version 1."""
+        ctx = self.ctx
+        current_item.set(None)
+        res = await self.run_evaluation(self.task.initial_program)
+        if not res.ok:
+            tail = " ".join(res.stderr_tail.strip().splitlines()[-3:])
+            raise FatalRunError(f"the initial program fails its evaluator: {res.reason}"
+                                + (f" (stderr: {tail[-300:]})" if tail else ""), exit_code=2)
+        seed = Artifact(artifact_id="a000000", text=self.task.initial_program, parent_ids=(), created_version=0,
+                        val_scores={SCORE_KEY: res.score}, status="seed", created_at=time.time(),
+                        meta={"metrics": res.metrics, "feedback": _feedback_of(res), "eval_s": round(res.duration_s, 3)})
+        change = ctx.pool.add(seed, {"seed": True})
+        stored = ctx.pool.get(seed.artifact_id)
+        self.filters.remember(seed.text)
+        self.persist_artifact(stored, "seed")
+        ctx.store.insert_pool_event(ctx.run_id, change.version, change.kind, seed.artifact_id, dict(change.detail), time.time())
+        ctx.seed_id = seed.artifact_id
+        ctx.best_history.append((ctx.elapsed(), stored.val_mean))
+
+    # -- propose ----------------------------------------------------------------------------
+    def _others(self, parent: Artifact) -> list[tuple[str, float, str]]:
+        s, ctx = self.settings, self.ctx
+        rest = [a for a in ctx.pool.artifacts() if a.artifact_id != parent.artifact_id]
+        top = sorted(rest, key=lambda a: (-a.val_mean, a.created_version))[: s.num_top]
+        pool = [a for a in rest if a not in top]
+        diverse = ctx.rng.sample(pool, min(s.num_diverse, len(pool)))
+        return [(a.artifact_id, a.val_mean, a.text) for a in [*top, *diverse]]
+
+    def messages_for(self, parent: Artifact) -> list[dict]:
+        s = self.settings
+        meta = dict(parent.meta)
+        return prompt.build_messages(
+            system=prompt.system_message(s.system_message, s.patch_format), description=self.task.description,
+            parent_id=parent.artifact_id, parent_code=parent.text, parent_score=parent.val_mean,
+            metrics=dict(meta.get("metrics") or {}), feedback=dict(meta.get("feedback") or {}),
+            last_change=str(meta.get("diff") or ""), others=self._others(parent), failures=list(self.failures),
+            fmt=s.patch_format, max_chars=s.max_prompt_chars)
+
+    async def propose(self, item: WorkItem) -> WorkItem | None:
+        ctx, s = self.ctx, self.settings
+        parent = ctx.pool.get(item.parent_id)
+        ctx.bus.publish(ev.ProposalStart(item_id=item.item_id, parent_id=parent.artifact_id))
+        ctx.tally.proposal_attempts += 1
+        ctx.budget.charge("proposals", 1, ctx.reservations.get(item.item_id))
+        messages = self.messages_for(parent)
+        child, reason, errors = None, "", []
+        for attempt in range(1 + s.max_patch_retries):
+            try:
+                res = await ctx.reflection_llm.chat(messages, stage="propose")
+            except LLMError as exc:
+                if exc.fatal:
+                    raise FatalRunError(str(exc)) from None
+                reason = f"LLM error: {exc.kind}"
+                break
+            if res.finish_reason == "length":
+                reason = "truncated (finish_reason=length)"
+                break
+            patch = apply_reply(parent.text, res.text, s.patch_format)
+            self.tolerant_blocks += patch.tolerant
+            self.filters.counts["region"] += patch.region_violations
+            if patch.ok:
+                child = patch.text
+                break
+            errors = patch.errors
+            reason = f"patch failed: {errors[0]}"
+            if attempt < s.max_patch_retries:
+                self.patch_retries += 1
+                item.payload["patch_retries"] = attempt + 1
+                messages = prompt.retry_messages(messages, res.text, errors, s.patch_format)
+        ctx.bus.publish(ev.ProposalEnd(item_id=item.item_id, parent_id=parent.artifact_id, ok=child is not None, reason=reason if child is None else ""))
+        if child is None:
+            self._fail(item, reason.split(":")[0], reason)
+            return None
+        ctx.tally.proposals += 1
+        item.payload["child"] = child
+        item.payload["diff"] = unified_diff(parent.text, child, parent.artifact_id, "child")
+        return item
+
+    def _fail(self, item: WorkItem, kind: str, reason: str, detail: str = "") -> None:
+        ctx = self.ctx
+        ctx.tally.failed += 1
+        ctx.tally.fail_reasons[kind] += 1
+        line = f"{item.item_id} (from {item.parent_id}): {reason}"
+        if detail:
+            line += f"\n  stderr tail: {detail}"
+        self.failures.append(line)
+        _end(item, "failed", reason)
+
+    # -- validate / evaluate / update -------------------------------------------------------
+    async def validate(self, item: WorkItem) -> WorkItem | None:
+        parent = self.ctx.pool.get(item.parent_id)
+        verdict = self.filters.check(parent.text, item.payload["child"])
+        if not verdict.passed:
+            self._fail(item, f"filter {verdict.kind}", verdict.reason)
+            return None
+        self.filters.remember(item.payload["child"])
+        return item
+
+    async def evaluate(self, item: WorkItem) -> WorkItem | None:
+        ctx = self.ctx
+        ctx.bus.publish(ev.EvaluationStart(item_id=item.item_id, split="program", n_examples=1))
+        res = await self.run_evaluation(item.payload["child"])
+        item.payload["eval_s"] = round(res.duration_s, 3)
+        if not res.ok:
+            tail = " | ".join(res.stderr_tail.strip().splitlines()[-4:])[-600:]
+            ctx.bus.publish(ev.CandidateRejected(item_id=item.item_id, parent_id=item.parent_id, reason=res.reason))
+            self._fail(item, "evaluation failed", f"evaluation failed: {res.reason}", tail)
+            return None
+        ctx.bus.publish(ev.EvaluationEnd(item_id=item.item_id, split="program", score=res.score))
+        item.payload["score"] = res.score
+        item.payload["metrics"] = res.metrics
+        item.payload["feedback"] = _feedback_of(res)
+        return item
+
+    async def update(self, item: WorkItem) -> None:
+        ctx = self.ctx
+        artifact_id = f"a{item.item_id[1:]}"
+        before = ctx.pool.best()
+        art = Artifact(
+            artifact_id=artifact_id, text=item.payload["child"], parent_ids=(item.parent_id,), created_version=0,
+            val_scores={SCORE_KEY: item.payload["score"]}, created_at=time.time(),
+            meta={"item_id": item.item_id, "from_version": item.created_version, "metrics": item.payload["metrics"],
+                  "feedback": item.payload["feedback"], "diff": prompt.clip(item.payload.get("diff", ""), 4000),
+                  "patch_format": self.settings.patch_format, "patch_retries": item.payload.get("patch_retries", 0),
+                  "eval_s": item.payload.get("eval_s")},
+        )
+        change = ctx.pool.add(art, {"parent": item.parent_id, "val_mean": art.val_mean, "item_id": item.item_id})
+        stored = ctx.pool.get(artifact_id)
+        self.persist_artifact(stored, "mutate")
+        ctx.store.insert_pool_event(ctx.run_id, change.version, change.kind, artifact_id, dict(change.detail), time.time())
+        ctx.tally.accepted += 1
+        is_best = before is None or stored.val_mean > before.val_mean
+        if is_best:
+            ctx.best_history.append((ctx.elapsed(), stored.val_mean))
+        ctx.bus.publish(ev.CandidateAccepted(item_id=item.item_id, artifact_id=artifact_id, parent_id=item.parent_id,
+                                             val_mean=stored.val_mean, pool_version=ctx.pool.version, best=is_best))
+        item.payload["artifact_id"] = artifact_id
+        _end(item, "accepted")
+        return None
+
+    # -- persistence ------------------------------------------------------------------------
+    def persist_artifact(self, art: Artifact, operator: str) -> None:
+        ctx, now = self.ctx, time.time()
+        ctx.store.upsert_artifact(ctx.run_id, artifact_id=art.artifact_id, text=art.text, status=art.status,
+                                  parent_ids=list(art.parent_ids), created_version=art.created_version,
+                                  val_mean=art.val_mean, val_scores=dict(art.val_scores), minibatch=[],
+                                  created_at=art.created_at, meta=dict(art.meta))
+        for parent in art.parent_ids:
+            ctx.store.insert_lineage(ctx.run_id, parent, art.artifact_id, operator, now)
+        feedback = dict(art.meta.get("feedback") or {})
+        text = "; ".join(f"{k}: {v}" for k, v in feedback.items())[:META_TEXT_CAP]
+        rows = [(SCORE_KEY, "program", art.val_mean, text, "evaluate")]
+        rows += [(k, "metric", float(v), None, "evaluate") for k, v in dict(art.meta.get("metrics") or {}).items()]
+        ctx.store.insert_evaluations(ctx.run_id, art.artifact_id, rows, now)

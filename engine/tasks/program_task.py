@@ -1,0 +1,287 @@
+"""Program tasks: a program with EVOLVE-BLOCK regions and an evaluator run in the sandbox.
+
+Three folder formats load into the same ProgramTask:
+- native:       task.toml (kind = "program") + initial_program.py + evaluator.py
+- OpenEvolve:   initial_program.py + evaluator.py (+ config.yaml; mapped keys honoured, the rest
+                listed once in ProgramTask.warnings)
+- ShinkaEvolve: initial.py + evaluate.py, run as `python evaluate.py --program_path P --results_dir D`
+
+The evaluator is never imported here: its functions are found with ast.
+
+task.toml (native):
+    name, kind = "program", description, initial_program, evaluator
+    [program]    ProgramSettings keys
+    [defaults]   RunConfig overrides
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from engine.code.evolve_blocks import RegionError, check_syntax, find_regions
+from engine.code.patches import FORMATS
+from engine.config import ConfigError, format_validation_error, read_toml
+from engine.sandbox import SandboxLimits
+from engine.tasks.prompt_task import TaskError
+
+NATIVE_KEYS = {"name", "kind", "description", "initial_program", "evaluator", "program", "defaults"}
+EXPECTED = ("expected task.toml (evotui), initial_program.py + evaluator.py [+ config.yaml] (OpenEvolve) "
+            "or initial.py + evaluate.py (ShinkaEvolve)")
+
+
+class ProgramSettings(BaseModel):
+    """Program-task settings (task.toml [program], or mapped from OpenEvolve's config.yaml)."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+    patch_format: Literal["diff", "full", "udiff"] = "diff"
+    """diff: SEARCH/REPLACE blocks; full: whole-program rewrite; udiff: unified diff."""
+    system_message: str = ""
+    """Replaces the proposer's default system message (format instructions are always added)."""
+    eval_timeout_s: float = Field(default=30.0, gt=0)
+    eval_memory_mb: int = Field(default=2048, gt=0)
+    eval_nproc: int = Field(default=64, gt=0)
+    eval_threads: int = Field(default=1, gt=0)
+    """OMP/MKL/OpenBLAS/NumExpr threads inside the sandbox."""
+    eval_concurrency: int = Field(default=2, gt=0)
+    """Evaluations at once (separate from LLM concurrency)."""
+    cascade: bool = False
+    cascade_thresholds: list[float] = Field(default_factory=list)
+    max_patch_retries: int = Field(default=2, ge=0)
+    """Extra LLM calls per item to repair a patch that failed, with the errors as feedback."""
+    num_top: int = Field(default=2, ge=0)
+    """Top programs shown to the proposer as inspirations."""
+    num_diverse: int = Field(default=1, ge=0)
+    num_failures: int = Field(default=3, ge=0)
+    """Recent failed attempts (with their errors) shown to the proposer."""
+    max_prompt_chars: int = Field(default=24000, gt=2000)
+    tournament_size: int = Field(default=3, gt=0)
+    elite_size: int = Field(default=8, gt=0)
+    """Tournaments draw from this many top programs."""
+    explore_prob: float = Field(default=0.2, ge=0, le=1)
+    """Chance that select() picks a uniformly random program instead of a tournament winner."""
+
+    def limits(self) -> SandboxLimits:
+        return SandboxLimits(wall_s=self.eval_timeout_s, memory_mb=self.eval_memory_mb, nproc=self.eval_nproc,
+                             threads=self.eval_threads)
+
+
+@dataclass(frozen=True)
+class ProgramTask:
+    name: str
+    path: Path
+    description: str
+    initial_program: str
+    evaluator: Path
+    format: Literal["native", "openevolve", "shinka"]
+    settings: ProgramSettings = field(default_factory=ProgramSettings)
+    defaults: dict = field(default_factory=dict)
+    warnings: tuple[str, ...] = ()
+    kind: str = "program"
+
+    @property
+    def sandbox_mode(self) -> str:
+        return "shinka" if self.format == "shinka" else "openevolve"
+
+    @property
+    def program_name(self) -> str:
+        return "main.py" if self.format == "shinka" else "program.py"
+
+    # Prompt-task attributes the shared runner may touch (a program task has no examples).
+    @property
+    def train_ids(self) -> list[str]:
+        return ["program"]
+
+    @property
+    def val_ids(self) -> list[str]:
+        return []
+
+
+def _evaluator_functions(path: Path) -> set[str]:
+    try:
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    except SyntaxError as exc:
+        raise TaskError(f"{path}:{exc.lineno}: evaluator has a syntax error ({exc.msg}); fix it") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise TaskError(f"{path}: cannot read the evaluator ({exc})") from None
+    return {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+
+
+def _check_evaluator(path: Path, shinka: bool) -> None:
+    if not path.is_file():
+        raise TaskError(f"{path}: evaluator file not found")
+    if shinka:
+        return
+    funcs = _evaluator_functions(path)
+    if "evaluate" not in funcs and "evaluate_stage1" not in funcs:
+        raise TaskError(f"{path}: no top-level evaluate(program_path) function; define one returning a dict "
+                        "with combined_score")
+
+
+def _read_program(path: Path) -> str:
+    if not path.is_file():
+        raise TaskError(f"{path}: initial program not found")
+    text = path.read_text(encoding="utf-8")
+    try:
+        find_regions(text)
+    except RegionError as exc:
+        raise TaskError(f"{path}: {exc}") from None
+    problem = check_syntax(text)
+    if problem is not None:
+        raise TaskError(f"{path}: initial program does not parse ({problem})")
+    return text
+
+
+def _docstring(text: str) -> str:
+    try:
+        return (ast.get_docstring(ast.parse(text)) or "").strip()
+    except SyntaxError:
+        return ""
+
+
+def _settings(raw: dict, source: str) -> ProgramSettings:
+    try:
+        return ProgramSettings.model_validate(raw)
+    except ValidationError as err:
+        raise TaskError(format_validation_error(err, source)) from None
+
+
+def load_native(folder: Path, spec: dict) -> ProgramTask:
+    toml_path = folder / "task.toml"
+    unknown = sorted(set(spec) - NATIVE_KEYS)
+    if unknown:
+        raise TaskError(f"{toml_path}: unknown key(s) {', '.join(unknown)}; allowed: {', '.join(sorted(NATIVE_KEYS))}")
+    program = _read_program(folder / str(spec.get("initial_program", "initial_program.py")))
+    evaluator = folder / str(spec.get("evaluator", "evaluator.py"))
+    _check_evaluator(evaluator, shinka=False)
+    defaults = spec.get("defaults", {})
+    if not isinstance(defaults, dict):
+        raise TaskError(f"{toml_path}: [defaults] must be a table")
+    return ProgramTask(
+        name=str(spec.get("name", folder.name)), path=folder, description=str(spec.get("description", "")),
+        initial_program=program, evaluator=evaluator.resolve(), format="native",
+        settings=_settings(spec.get("program", {}), f"{toml_path} [program]"), defaults=defaults,
+    )
+
+
+# OpenEvolve config.yaml -> (our setting or defaults path). Everything else is listed as ignored.
+_OE_MAP = {
+    ("prompt", "system_message"): "system_message",
+    ("diff_based_evolution",): "patch_format",
+    ("evaluator", "timeout"): "eval_timeout_s",
+    ("evaluator", "cascade_evaluation"): "cascade",
+    ("evaluator", "cascade_thresholds"): "cascade_thresholds",
+    ("evaluator", "parallel_evaluations"): "eval_concurrency",
+    ("prompt", "num_top_programs"): "num_top",
+    ("prompt", "num_diverse_programs"): "num_diverse",
+    ("max_iterations",): "defaults.budget.max_proposals",
+    ("random_seed",): "defaults.seed",
+}
+
+
+def _flatten(data: dict, prefix: tuple = ()) -> dict[tuple, object]:
+    out: dict[tuple, object] = {}
+    for key, value in data.items():
+        path = (*prefix, str(key))
+        if isinstance(value, dict) and value and path not in _OE_MAP:
+            out.update(_flatten(value, path))
+        else:
+            out[path] = value
+    return out
+
+
+def _openevolve_config(path: Path) -> tuple[dict, dict, list[str]]:
+    import yaml
+
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except yaml.YAMLError as exc:
+        raise TaskError(f"{path}: not valid YAML ({str(exc).splitlines()[0]})") from None
+    if not isinstance(data, dict):
+        raise TaskError(f"{path}: expected a mapping at the top level")
+    settings: dict = {}
+    defaults: dict = {}
+    ignored: list[str] = []
+    for key, value in _flatten(data).items():
+        target = _OE_MAP.get(key)
+        if target is None:
+            ignored.append(".".join(key))
+        elif value is None:
+            continue
+        elif target == "patch_format":
+            settings[target] = "diff" if value else "full"
+        elif target.startswith("defaults."):
+            parts = target.split(".")[1:]
+            node = defaults
+            for part in parts[:-1]:
+                node = node.setdefault(part, {})
+            node[parts[-1]] = value
+        else:
+            settings[target] = value
+    warnings = [f"{path.name}: ignored key(s) with no evotui equivalent: {', '.join(sorted(ignored))}"] if ignored else []
+    return settings, defaults, warnings
+
+
+def load_openevolve(folder: Path) -> ProgramTask:
+    program = _read_program(folder / "initial_program.py")
+    evaluator = folder / "evaluator.py"
+    _check_evaluator(evaluator, shinka=False)
+    settings, defaults, warnings = {}, {}, []
+    cfg = folder / "config.yaml"
+    if not cfg.is_file() and (folder / "config.yml").is_file():
+        cfg = folder / "config.yml"
+    if cfg.is_file():
+        settings, defaults, warnings = _openevolve_config(cfg)
+    funcs = _evaluator_functions(evaluator)
+    if settings.get("cascade") and "evaluate_stage1" not in funcs:
+        warnings.append(f"{cfg.name}: cascade_evaluation is on but evaluator.py has no evaluate_stage1; using evaluate")
+    return ProgramTask(
+        name=folder.name, path=folder, description=_docstring(program), initial_program=program,
+        evaluator=evaluator.resolve(), format="openevolve", settings=_settings(settings, str(cfg)),
+        defaults=defaults, warnings=tuple(warnings),
+    )
+
+
+def load_shinka(folder: Path) -> ProgramTask:
+    program = _read_program(folder / "initial.py")
+    evaluator = folder / "evaluate.py"
+    _check_evaluator(evaluator, shinka=True)
+    return ProgramTask(
+        name=folder.name, path=folder, description=_docstring(program), initial_program=program,
+        evaluator=evaluator.resolve(), format="shinka",
+    )
+
+
+def detect_format(folder: Path) -> str | None:
+    if (folder / "task.toml").is_file():
+        return "toml"
+    if (folder / "initial_program.py").is_file() and (folder / "evaluator.py").is_file():
+        return "openevolve"
+    if (folder / "initial.py").is_file() and (folder / "evaluate.py").is_file():
+        return "shinka"
+    return None
+
+
+def load_program_task(folder: Path) -> ProgramTask:
+    """A program task from a folder in any of the three formats."""
+    fmt = detect_format(folder)
+    if fmt == "toml":
+        try:
+            spec = read_toml(folder / "task.toml")
+        except ConfigError as exc:
+            raise TaskError(str(exc)) from None
+        return load_native(folder, spec)
+    if fmt == "openevolve":
+        return load_openevolve(folder)
+    if fmt == "shinka":
+        return load_shinka(folder)
+    present = ", ".join(sorted(p.name for p in folder.iterdir())[:8]) or "nothing"
+    raise TaskError(f"{folder}: not a task folder; {EXPECTED}; found {present}")
+
+
+__all__ = ["FORMATS", "ProgramSettings", "ProgramTask", "detect_format", "load_program_task"]

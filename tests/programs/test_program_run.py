@@ -1,0 +1,144 @@
+"""ProgramStages driven by the orchestrator on the simulator, and the bounded patch retry."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import replace
+from pathlib import Path
+
+from engine.budget import Budget
+from engine.config import BudgetConfig
+from engine.context import Tally
+from engine.events import EventBus
+from engine.llm.client import ChatResult
+from engine.pool import Pool
+from engine.stages.program_stages import ProgramStages
+from engine.tasks.loader import load_any_task
+from engine.items import WorkItem
+from tests.programs.helpers import run_program
+from tests.programs.test_loaders import OE_CONFIG, OE_EVALUATOR, INITIAL, SHINKA_EVALUATE, SHINKA_INITIAL, write
+
+FAST = {"sim": {"time_scale": 5000}}
+
+
+async def test_circle_packing_improves_on_simulator(tmp_path):
+    task = load_any_task("circle_packing")
+    orch, stages, status = await run_program(task, tmp_path / "r.db", {**FAST, "budget": {"max_proposals": 40}})
+    ctx = orch.ctx
+    seed, best = ctx.pool.get(ctx.seed_id), ctx.pool.best()
+    assert status == "completed"
+    assert best.val_mean > seed.val_mean + 0.05
+    assert best.meta["metrics"]["sum_radii"] == best.val_mean
+    assert ctx.tally.proposal_attempts == 40 and ctx.tally.accepted > 10
+    # the simulator exercises failure paths: retries with error feedback and cheap filters
+    assert stages.patch_retries > 0 and sum(stages.filters.counts.values()) > 0
+
+
+async def test_sync_mode_heilbronn(tmp_path):
+    task = load_any_task("heilbronn")
+    orch, _, status = await run_program(task, tmp_path / "r.db", {**FAST, "budget": {"max_proposals": 12},
+                                                                    "pipeline": {"mode": "sync"}})
+    assert status == "completed" and len(orch.ctx.pool) > 1
+
+
+async def test_openevolve_folder_runs_unchanged(tmp_path):
+    folder = write(tmp_path / "oe", {"initial_program.py": INITIAL, "evaluator.py": OE_EVALUATOR,
+                                     "config.yaml": OE_CONFIG.replace("max_iterations: 25", "max_iterations: 15")})
+    task = load_any_task(str(folder))
+    orch, _, status = await run_program(task, tmp_path / "r.db", FAST)
+    ctx = orch.ctx
+    seed = ctx.pool.get(ctx.seed_id)
+    assert status == "completed" and ctx.tally.proposal_attempts == 15
+    assert seed.meta["feedback"]["hint"].startswith("x=0.500")
+    assert ctx.pool.best().val_mean > seed.val_mean
+
+
+async def test_openevolve_cascade(tmp_path):
+    cfg = OE_CONFIG.replace("cascade_evaluation: false", "cascade_evaluation: true").replace("[0.5, 0.8]", "[100.0]")
+    folder = write(tmp_path / "oe", {"initial_program.py": INITIAL, "evaluator.py": OE_EVALUATOR.replace(
+        "def evaluate(", "def evaluate_stage2(").replace("def evaluate_stage2(program_path):\n    x = _value",
+        "def evaluate_stage2(program_path):\n    raise RuntimeError('stage 2 must not run')\n    x = _value") + "\n\ndef evaluate(p):\n    return evaluate_stage1(p)\n",
+        "config.yaml": cfg.replace("max_iterations: 25", "max_iterations: 3")})
+    task = load_any_task(str(folder))
+    orch, _, _ = await run_program(task, tmp_path / "r.db", FAST)
+    seed = orch.ctx.pool.get(orch.ctx.seed_id)
+    assert "stopped after evaluate_stage1" in seed.meta["feedback"]["cascade"]
+    assert seed.meta["metrics"]["stage1_ok"] == 1.0
+
+
+async def test_shinka_folder_runs_unchanged(tmp_path):
+    folder = write(tmp_path / "sh", {"initial.py": SHINKA_INITIAL, "evaluate.py": SHINKA_EVALUATE})
+    task = load_any_task(str(folder))
+    orch, _, status = await run_program(task, tmp_path / "r.db", {**FAST, "budget": {"max_proposals": 15}})
+    ctx = orch.ctx
+    seed = ctx.pool.get(ctx.seed_id)
+    assert status == "completed"
+    assert seed.meta["feedback"]["text_feedback"] == "x is 0.500" and seed.meta["metrics"]["x"] == 0.5
+    assert ctx.pool.best().val_mean > seed.val_mean
+
+
+class ScriptedLLM:
+    """Replies from a list; records every request."""
+
+    def __init__(self, replies: list[str]) -> None:
+        self.replies = list(replies)
+        self.requests: list[list[dict]] = []
+
+    async def chat(self, messages, *, stage, **kw):
+        self.requests.append(messages)
+        return ChatResult(self.replies.pop(0), "stop", 10, 10, 0.0, 0)
+
+
+class FakeStore:
+    def __getattr__(self, name):
+        return lambda *a, **k: None
+
+
+def _stages(llm, retries: int) -> ProgramStages:
+    task = load_any_task("circle_packing")
+    task = replace(task, settings=task.settings.model_copy(update={"max_patch_retries": retries}))
+    from types import SimpleNamespace
+    from engine.pool import Artifact
+    pool = Pool()
+    pool.add(Artifact("a000000", task.initial_program, (), 0, {"combined_score": 0.6}, status="seed"))
+    ctx = SimpleNamespace(task=task, pool=pool, bus=EventBus(), tally=Tally(), budget=Budget(BudgetConfig()),
+                          reservations={}, reflection_llm=llm, rng=random.Random(0), store=FakeStore())
+    return ProgramStages(ctx)
+
+
+def _item() -> WorkItem:
+    return WorkItem("i000001", 1, "a000000", [], "propose", 0.0)
+
+
+async def test_retry_sends_precise_errors_then_succeeds():
+    bad = "<<<<<<< SEARCH\n    spacing_x = 0.15\n=======\n    spacing_x = 0.2\n>>>>>>> REPLACE"
+    good = bad.replace("0.15", "0.1")
+    llm = ScriptedLLM([bad, good])
+    stages = _stages(llm, retries=2)
+    item = await stages.propose(_item())
+    assert item is not None and "spacing_x = 0.2" in item.payload["child"]
+    assert item.payload["patch_retries"] == 1
+    retry = llm.requests[1]
+    assert retry[-2] == {"role": "assistant", "content": bad}
+    assert retry[-1]["content"].startswith("## Patch errors") and "block 1: SEARCH text not found" in retry[-1]["content"]
+    assert "spacing_x = 0.1" in retry[-1]["content"]  # the closest lines are quoted
+
+
+async def test_retries_are_bounded():
+    bad = "<<<<<<< SEARCH\n    nope = 1\n=======\n    nope = 2\n>>>>>>> REPLACE"
+    llm = ScriptedLLM([bad] * 5)
+    stages = _stages(llm, retries=2)
+    assert await stages.propose(_item()) is None
+    assert len(llm.requests) == 3
+    assert stages.ctx.tally.fail_reasons["patch failed"] == 1
+
+
+async def test_prompt_is_bounded_and_stable_first():
+    stages = _stages(ScriptedLLM([]), retries=0)
+    parent = stages.ctx.pool.get("a000000")
+    stages.failures.extend(["x" * 50_000])
+    msgs = stages.messages_for(parent)
+    user = msgs[1]["content"]
+    assert msgs[0]["content"].rstrip().endswith("Give a one-line reason first.") and "evotui-patch-format: diff" in msgs[0]["content"]
+    assert user.startswith("## Task") and "characters truncated" in user
+    assert len(user) < stages.settings.max_prompt_chars + 4000
