@@ -9,11 +9,11 @@ import tomllib
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 SIM_URL = "sim://"
-STAGES = ("select", "rollout", "propose", "evaluate", "update")
-DEFAULT_WORKERS = {"select": 1, "rollout": 8, "propose": 8, "evaluate": 8, "update": 1}
+STAGES = ("select", "rollout", "propose", "validate", "evaluate", "update", "reflect")
+DEFAULT_WORKERS = {"select": 1, "rollout": 8, "propose": 8, "evaluate": 8, "update": 1, "reflect": 4}
 
 
 class ConfigError(Exception):
@@ -117,11 +117,24 @@ class BudgetConfig(_Model):
 
 
 class PipelineConfig(_Model):
-    mode: Literal["async", "sync"] = "async"
-    """async: stages overlap (FlashEvolve); sync: one step at a time (GEPA)."""
-    policy: Literal["full", "guarded"] = "full"
+    mode: Literal["async", "sync", "pxn"] = "async"
+    """async: stages overlap (FlashEvolve); sync: one step at a time (GEPA); pxn: GEPA's
+    parallel proposals, P parents x N mutations per step, each stage waiting for its slowest."""
+    pxn_parents: int = Field(default=2, gt=0)
+    pxn_mutations: int = Field(default=4, gt=0)
+    adaptive: bool = False
+    """Adaptive worker control (FlashEvolve §3.4): move workers towards the slowest stage."""
+    control_interval_s: float = Field(default=2.0, gt=0)
+    """Wall seconds between adaptive control decisions."""
+    min_workers: dict[str, int] = Field(default_factory=dict)
+    """Lower worker bound per stage for adaptive control (default 1)."""
+    max_workers: dict[str, int] = Field(default_factory=dict)
+    """Upper worker bound per stage for adaptive control (default 64)."""
+    policy: Literal["full", "guarded", "reflective"] = "full"
+    """Staleness policy (FlashEvolve §3.2): full passes everything, guarded discards items whose
+    gap exceeds max_gap, reflective sends them to the reflect stage (keep, patch or discard)."""
     max_gap: int = Field(default=2, ge=0)
-    """guarded: discard items whose version gap exceeds this."""
+    """guarded: largest gap that passes; reflective: larger gaps are reflected on."""
     workers: dict[str, int] = Field(default_factory=lambda: dict(DEFAULT_WORKERS))
     """Workers per stage; stages not named keep their defaults."""
     queue_capacity: int = Field(default=16, gt=0)
@@ -134,6 +147,16 @@ class PipelineConfig(_Model):
     """Hold each proposal for a human decision before it is evaluated (TUI review queue)."""
     review_before_commit: bool = False
     """Hold each evaluated candidate for a human decision before it enters the pool."""
+
+    @model_validator(mode="after")
+    def _bounds(self) -> "PipelineConfig":
+        for stage in set(self.min_workers) | set(self.max_workers):
+            if stage not in STAGES:
+                raise ValueError(f"unknown stage {stage!r} in min/max_workers; stages are {', '.join(STAGES)}")
+            lo, hi = self.min_workers.get(stage, 1), self.max_workers.get(stage, 64)
+            if lo < 1 or lo > hi:
+                raise ValueError(f"stage {stage!r}: min_workers {lo} must be >= 1 and <= max_workers {hi}")
+        return self
 
     @field_validator("workers")
     @classmethod

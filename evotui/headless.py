@@ -3,6 +3,7 @@
 Signals: the first SIGINT/SIGTERM drains (in-flight work finishes, nothing new starts), a second
 one stops at once; either way the database stays consistent and `evotui resume` continues.
 SIGUSR1 toggles pause: no stage takes new items, running requests finish and are held.
+A control socket (evotui.control) lets `evotui attach` observe and steer the run.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import TextIO
 from engine.events import Subscription
 from engine.runner import EngineRun, RunResult
 from engine.snapshot import EngineSnapshot
+from evotui.control import ControlServer, socket_path
 
 
 def progress_line(s: EngineSnapshot) -> str:
@@ -79,7 +81,10 @@ async def drive(run: EngineRun, *, events_path: Path | None, progress_every: flo
     loop.add_signal_handler(signal.SIGUSR1, on_usr1)
     tasks: list[asyncio.Task] = []
     events_file: TextIO | None = None
+    control = ControlServer(run, socket_path(run.db_path, run.ctx.run_id))
     try:
+        if not await control.start() and not quiet:
+            print(f"evotui: {control.problem}", file=sys.stderr)
         if events_path is not None:
             events_file = sys.stdout if str(events_path) == "-" else events_path.open("a", encoding="utf-8")
             # Subscribe now, not inside the task, so run_started is not missed.
@@ -99,6 +104,7 @@ async def drive(run: EngineRun, *, events_path: Path | None, progress_every: flo
             await asyncio.wait_for(asyncio.shield(tasks[0]), timeout=5)
         return result
     finally:
+        await control.close()
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)

@@ -17,6 +17,7 @@ import time
 from engine import events as ev
 from engine.context import FatalRunError, RunContext
 from engine.items import WorkItem
+from engine.pipeline.control import AdaptiveController
 from engine.pipeline.recorder import Recorder
 from engine.pipeline.review import GATES, ReviewGates
 from engine.pipeline.stage import Stage
@@ -38,29 +39,42 @@ class Orchestrator:
         self._stopped = asyncio.Event()
         self.handlers = handlers if handlers is not None else PromptStages(ctx)
         self.recorder = Recorder(ctx, self.handlers.CHECKED, on_item_end=self._item_ended, on_fatal=self._on_fatal)
+        self.handlers.recorder = self.recorder
         pipeline = self.handlers.PIPELINE
         cfg = ctx.config.pipeline
-        sync = cfg.mode == "sync"
         self.stages: dict[str, Stage] = {}
         for name in pipeline:
-            # In sync mode one item is in flight, so one worker per stage is all GEPA needs.
-            workers = 1 if sync else cfg.workers.get(name, 1)
+            # sync and pxn drive items step by step; their workers only serve review re-entries.
+            workers = cfg.workers.get(name, 1) if cfg.mode == "async" else 1
+            lo, hi = cfg.min_workers.get(name, 1), cfg.max_workers.get(name, 64)
             self.stages[name] = Stage(
                 name,
                 getattr(self.handlers, name),
                 capacity=cfg.queue_capacity,
-                workers=workers,
+                workers=max(lo, min(workers, max(hi, workers))),
                 hooks=self.recorder,
                 running=self.running,
-                max_workers=max(workers, 256),
+                min_workers=lo,
+                max_workers=max(hi, workers),
             )
         for up, down in zip(pipeline, pipeline[1:]):
             self.stages[up].downstream = self.stages[down]
+        if hasattr(self.handlers, "reflect"):
+            # Stale proposals detour through reflect, then rejoin where they were checked.
+            reflect = Stage("reflect", self.handlers.reflect, capacity=cfg.queue_capacity,
+                            workers=cfg.workers.get("reflect", 4) if cfg.mode == "async" else 1,
+                            hooks=self.recorder, running=self.running,
+                            min_workers=cfg.min_workers.get("reflect", 1), max_workers=cfg.max_workers.get("reflect", 64))
+            reflect.downstream = self.stages[self.handlers.REFLECT_TO]
+            self.stages["reflect"] = reflect
+        self.recorder.reroute = self._reroute
         self.review = ReviewGates(ctx, self.stages, self.recorder.item_finished_at_gate)
         for gate in GATES:
             if gate in self.stages:
                 self.stages[gate].handler = self.review.wrap(gate, self.stages[gate].handler)
         self.admitted = 0
+        self.controller: AdaptiveController | None = None
+        self._aux_tasks: set[asyncio.Task] = set()
 
     # -- control --------------------------------------------------------------------------
     def pause(self) -> None:
@@ -72,6 +86,7 @@ class Orchestrator:
         if self.state == "paused":
             self.running.set()
             self._set_state("draining" if self._draining else "running")
+            self._changed.set()
 
     def drain(self, reason: str = "drain requested") -> None:
         if not self._draining:
@@ -94,6 +109,11 @@ class Orchestrator:
         if self.fatal is None:
             self.fatal = exc
         self.stop(f"fatal: {exc}")
+
+    def _reroute(self, item: WorkItem, stage: str) -> None:
+        task = asyncio.create_task(self.stages[stage].put(item), name=f"to-{stage}-{item.item_id}")
+        self._aux_tasks.add(task)
+        task.add_done_callback(self._aux_tasks.discard)
 
     def _item_ended(self, item: WorkItem) -> None:
         self._changed.set()
@@ -118,9 +138,9 @@ class Orchestrator:
         return len(self.recorder.in_flight)
 
     # -- admission ------------------------------------------------------------------------
-    def select(self) -> WorkItem:
+    def select(self, parent_and_minibatch: tuple[str, list[str]] | None = None) -> WorkItem:
         ctx = self.ctx
-        parent, minibatch = self.handlers.select()
+        parent, minibatch = parent_and_minibatch or self.handlers.select()
         item = WorkItem(
             item_id=ctx.next_item_id(),
             created_version=ctx.pool.version,
@@ -140,30 +160,75 @@ class Orchestrator:
             await self._changed.wait()
 
     async def _admit(self) -> None:
-        ctx = self.ctx
+        cfg = self.ctx.config.pipeline
+        if cfg.mode == "pxn":
+            await self._admit_steps(cfg.pxn_parents, cfg.pxn_mutations)
+            return
         # sync admits the next step only when the previous one has left the pipeline.
-        limit = 1 if ctx.config.pipeline.mode == "sync" else ctx.config.pipeline.max_in_flight
+        limit = 1 if cfg.mode == "sync" else cfg.max_in_flight
         first = self.stages[self.handlers.PIPELINE[0]]
         while not self._draining:
-            await self.running.wait()
-            await self._wait_until(lambda: self.in_flight < limit or self._draining)
+            await self._wait_until(lambda: (self.running.is_set() and self.in_flight < limit) or self._draining)
             if self._draining:
                 break
-            reservation = ctx.budget.try_reserve(self.handlers.estimate(), ctx.elapsed())
-            if reservation is None:
-                if self.in_flight and ctx.budget.exhausted != "wall_s":
-                    # In-flight items may hand back unused reservations: retry when one ends.
-                    self._changed.clear()
-                    await self._changed.wait()
-                    continue
-                self._publish_budget()
-                self.drain(f"budget exhausted: {ctx.budget.exhausted}")
+            item = await self._admit_one()
+            if item is None:
                 break
-            item = self.select()
-            ctx.reservations[item.item_id] = reservation
-            self.recorder.item_created(item)
-            self.admitted += 1
             await first.put(item)
+
+    async def _admit_one(self, parent_and_minibatch: tuple[str, list[str]] | None = None) -> WorkItem | None:
+        """Reserve budget and create one item; None when the budget is used up (then drains)."""
+        ctx = self.ctx
+        while True:
+            reservation = ctx.budget.try_reserve(self.handlers.estimate(), ctx.elapsed())
+            if reservation is not None:
+                break
+            if self.in_flight and ctx.budget.exhausted != "wall_s":
+                # In-flight items may hand back unused reservations: retry when one ends.
+                self._changed.clear()
+                await self._changed.wait()
+                if self._draining:
+                    return None
+                continue
+            self._publish_budget()
+            self.drain(f"budget exhausted: {ctx.budget.exhausted}")
+            return None
+        item = self.select(parent_and_minibatch)
+        ctx.reservations[item.item_id] = reservation
+        self.recorder.item_created(item)
+        self.admitted += 1
+        return item
+
+    async def _admit_steps(self, parents: int, mutations: int) -> None:
+        """pxn: P parents x N mutations per step; every stage waits for its slowest item."""
+        while not self._draining:
+            await self._wait_until(lambda: (self.running.is_set() and self.in_flight == 0) or self._draining)
+            if self._draining:
+                break
+            batch: list[WorkItem] = []
+            for _ in range(parents):
+                parent, minibatch = self.handlers.select()
+                for n in range(mutations):
+                    mb = minibatch if n == 0 else self.handlers.select()[1]
+                    item = await self._admit_one((parent, mb))
+                    if item is None:
+                        break
+                    batch.append(item)
+                if self._draining:
+                    break
+            await self._run_lockstep(batch)
+
+    async def _run_lockstep(self, batch: list[WorkItem]) -> None:
+        for name in self.handlers.PIPELINE:
+            if not batch:
+                return
+            await self.running.wait()
+            stage = self.stages[name]
+            for item in batch:
+                item.stage = name
+                item.enqueued_at = time.time()
+            results = await asyncio.gather(*(stage.run_one(item) for item in batch))
+            batch = [r for r in results if isinstance(r, WorkItem)]
 
     def _publish_budget(self) -> None:
         ctx = self.ctx
@@ -187,12 +252,17 @@ class Orchestrator:
         watcher = asyncio.create_task(self._wait_until(lambda: self._stopped.is_set() or (
             self._draining and self.in_flight == self.review.pending_count and admit.done())), name="drain-watch")
         ticker = asyncio.create_task(self._tick(), name="tick")
+        background = [ticker]
+        cfg = ctx.config.pipeline
+        if cfg.adaptive and cfg.mode == "async":
+            self.controller = AdaptiveController(self.stages, cfg.control_interval_s, self.set_workers)
+            background.append(asyncio.create_task(self.controller.run(), name="adaptive-control"))
         try:
             await watcher
         finally:
-            for task in (admit, refill, ticker):
+            for task in (admit, refill, *background):
                 task.cancel()
-            await asyncio.gather(admit, refill, ticker, return_exceptions=True)
+            await asyncio.gather(admit, refill, *background, return_exceptions=True)
             for stage in self.stages.values():
                 await stage.stop()
         if self.fatal is not None:

@@ -15,6 +15,7 @@ from engine import events as ev
 from engine.context import FatalRunError, RunContext
 from engine.items import WorkItem
 from engine.pipeline.stage import Stage
+from engine.pipeline.staleness import Decision
 from engine.selection.pareto import rng_state
 from engine.stages.prompt_stages import current_item
 
@@ -33,6 +34,8 @@ class Recorder:
         self.on_fatal = on_fatal
         self.in_flight: dict[str, WorkItem] = {}
         self.consecutive_errors = 0
+        self.reroute: Callable[[WorkItem, str], None] | None = None
+        """Set by the orchestrator: sends an item to another stage (stale -> reflect)."""
 
     # -- item lifecycle -------------------------------------------------------------------
     def item_created(self, item: WorkItem) -> None:
@@ -49,37 +52,57 @@ class Recorder:
         if stage.name not in self.checked:
             return None
         ctx.gap_histogram[gap] += 1
-        decision = ctx.policy.decide(gap)
+        reflected = item.payload.get("reflected_at")
+        if reflected is not None and stage.name in ("evaluate", "validate"):
+            # Already checked against the pool by the reflect stage: do not loop back.
+            decision = Decision("pass", f"reflected at v{reflected}")
+        else:
+            decision = ctx.policy.decide(gap, stage.name)
         ctx.staleness_counts[decision.action] += 1
+        self.record_decision(item, stage.name, gap, decision.action, decision.reason)
+        if decision.action == "discard":
+            self.discard(item, stage.name, gap, decision.reason, "discarded_stale")
+            return "discarded_stale"
+        if decision.action == "reflect":
+            return "to_reflect"
+        return None
+
+    def record_decision(self, item: WorkItem, stage: str, gap: int, action: str, reason: str,
+                        tokens: int = 0, detail: dict | None = None) -> None:
+        """A staleness decision as a row and an event (every decision, fresh or stale)."""
+        ctx = self.ctx
         ctx.store.insert_staleness(
             ctx.run_id,
             item_id=item.item_id,
-            stage=stage.name,
+            stage=stage,
             policy=ctx.policy.name,
             gap=gap,
             item_version=item.created_version,
             pool_version=ctx.pool.version,
-            decision=decision.action,
-            reason=decision.reason,
+            decision=action,
+            reason=reason,
             created_at=time.time(),
+            tokens=tokens,
+            detail=detail,
         )
         ctx.bus.publish(
             ev.StalenessDecision(
-                item_id=item.item_id, stage=stage.name, policy=ctx.policy.name, gap=gap,
+                item_id=item.item_id, stage=stage, policy=ctx.policy.name, gap=gap,
                 item_version=item.created_version, pool_version=ctx.pool.version,
-                decision=decision.action, reason=decision.reason,
+                decision=action, reason=reason,
             )
         )
-        if gap > 0:
-            ctx.bus.publish(ev.StaleDetected(item_id=item.item_id, stage=stage.name, gap=gap, decision=decision.action))
-        if decision.action == "discard":
-            ctx.tally.discarded_stale += 1
-            ctx.tally.wasted_tokens += item.tokens
-            ctx.bus.publish(ev.StaleDiscarded(item_id=item.item_id, stage=stage.name, gap=gap, wasted_tokens=item.tokens))
-            item.payload["outcome"] = "discarded_stale"
-            item.payload["reason"] = decision.reason
-            return "discarded_stale"
-        return None
+        if gap > 0 and action in ("pass", "discard", "reflect"):
+            ctx.bus.publish(ev.StaleDetected(item_id=item.item_id, stage=stage, gap=gap, decision=action))
+
+    def discard(self, item: WorkItem, stage: str, gap: int, reason: str, outcome: str) -> None:
+        """Count a discarded item's tokens as wasted and mark its outcome."""
+        ctx = self.ctx
+        ctx.tally.discarded_stale += 1
+        ctx.tally.wasted_tokens += item.tokens
+        ctx.bus.publish(ev.StaleDiscarded(item_id=item.item_id, stage=stage, gap=gap, wasted_tokens=item.tokens))
+        item.payload["outcome"] = outcome
+        item.payload["reason"] = reason
 
     def item_finished(self, stage: Stage, item: WorkItem, started_at: float, outcome: str) -> None:
         ctx = self.ctx
@@ -98,6 +121,11 @@ class Recorder:
         if outcome == "forwarded" and stage.downstream is not None:
             item.stage = stage.downstream.name
             self.save_item(item, outcome=None)
+            return
+        if outcome == "to_reflect" and self.reroute is not None:
+            item.stage = "reflect"
+            self.save_item(item, outcome=None)
+            self.reroute(item, "reflect")
             return
         if outcome == "parked":
             # Waiting for review in front of this stage: still open, re-parked on resume.

@@ -37,7 +37,7 @@ class StageHooks(Protocol):
 
 
 class RateMeter:
-    """Items written downstream per second over a sliding window of wall time."""
+    """Items a stage finished per second over a sliding window of wall time."""
 
     def __init__(self, window_s: float = 10.0, clock: Callable[[], float] = time.monotonic) -> None:
         self.window_s = window_s
@@ -170,14 +170,32 @@ class Stage:
             await self._process(item)
 
     async def _process(self, item: WorkItem) -> None:
+        try:
+            out = await self.run_one(item)
+        finally:
+            self.queue.task_done()
+        if out is None or out is PARKED or self.downstream is None:
+            return
+        self.blocked += 1
+        try:
+            await self.downstream.put(out)
+        finally:
+            self.blocked -= 1
+        self.stats.forwarded += 1
+
+    async def run_one(self, item: WorkItem) -> "WorkItem | None | _Parked":
+        """Check, run the handler, record; returns the item to forward (or None / PARKED).
+
+        Workers call it for queued items; the lockstep (pxn) runner calls it directly.
+        """
         self.stats.taken += 1
         started = time.time()
         drop_reason = self.hooks.item_started(self, item)
         if drop_reason is not None:
             self.stats.dropped += 1
+            self.meter.mark()
             self.hooks.item_finished(self, item, started, drop_reason)
-            self.queue.task_done()
-            return
+            return None
         self.busy += 1
         try:
             out = await self.handler(item)
@@ -186,23 +204,18 @@ class Stage:
         except Exception as exc:  # a handler bug must not kill the worker; it is recorded loudly
             self.stats.crashed += 1
             self.hooks.handler_crashed(self, item, exc)
-            return
+            return None
         finally:
             self.busy -= 1
-            self.queue.task_done()
         if out is PARKED:
             self.stats.parked += 1
             self.hooks.item_finished(self, item, started, "parked")
-            return
+            return PARKED
+        # The production rate counts every item the stage finished with (forwarded or ended).
+        self.meter.mark()
         if out is None or self.downstream is None:
             self.stats.ended += 1
             self.hooks.item_finished(self, item, started, item.payload.get("outcome", "done"))
-            return
+            return None
         self.hooks.item_finished(self, item, started, "forwarded")
-        self.blocked += 1
-        try:
-            await self.downstream.put(out)
-        finally:
-            self.blocked -= 1
-        self.stats.forwarded += 1
-        self.meter.mark()
+        return out

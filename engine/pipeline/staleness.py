@@ -22,13 +22,13 @@ class Decision:
 class StalenessPolicy(Protocol):
     name: str
 
-    def decide(self, gap: int) -> Decision: ...
+    def decide(self, gap: int, stage: str = "") -> Decision: ...
 
 
 class FullPolicy:
     name = "full"
 
-    def decide(self, gap: int) -> Decision:
+    def decide(self, gap: int, stage: str = "") -> Decision:
         return Decision("pass", "full async: never checked" if gap else "fresh")
 
 
@@ -38,10 +38,26 @@ class GuardedPolicy:
     def __init__(self, max_gap: int) -> None:
         self.max_gap = max_gap
 
-    def decide(self, gap: int) -> Decision:
+    def decide(self, gap: int, stage: str = "") -> Decision:
         if gap > self.max_gap:
             return Decision("discard", f"gap {gap} > max_gap {self.max_gap}")
         return Decision("pass", f"gap {gap} <= max_gap {self.max_gap}")
+
+
+class ReflectivePolicy:
+    """Stale items that carry a proposal go to the reflect stage; the LLM decides keep, patch
+    (rebased on the current pool) or discard. Items without a proposal yet pass."""
+
+    name = "reflective"
+    REFLECT_AT = ("evaluate", "validate")
+
+    def __init__(self, max_gap: int) -> None:
+        self.max_gap = max_gap
+
+    def decide(self, gap: int, stage: str = "") -> Decision:
+        if gap > self.max_gap and stage in self.REFLECT_AT:
+            return Decision("reflect", f"gap {gap} > {self.max_gap}: reflect against the pool changes")
+        return Decision("pass", "fresh" if gap <= self.max_gap else f"gap {gap}: no proposal to reflect on yet")
 
 
 def make_policy(name: str, max_gap: int) -> StalenessPolicy:
@@ -49,4 +65,6 @@ def make_policy(name: str, max_gap: int) -> StalenessPolicy:
         return FullPolicy()
     if name == "guarded":
         return GuardedPolicy(max_gap)
-    raise ValueError(f"unknown staleness policy {name!r}; use full or guarded")
+    if name == "reflective":
+        return ReflectivePolicy(max_gap)
+    raise ValueError(f"unknown staleness policy {name!r}; use full, guarded or reflective")

@@ -40,6 +40,7 @@ class PromptStages:
 
     PIPELINE = ("rollout", "propose", "evaluate", "update")
     CHECKED = ("propose", "evaluate")
+    REFLECT_TO = "evaluate"
 
     def __init__(self, ctx: RunContext) -> None:
         self.ctx = ctx
@@ -121,6 +122,7 @@ class PromptStages:
         traces = await self.run_examples(parent.text, item.minibatch, "rollout")
         item.payload["traces"] = traces
         item.payload["parent_mb"] = [t["score"] for t in traces]
+        item.payload["parent_mb_of"] = item.parent_id
         if all(t["score"] >= 1.0 for t in traces):
             # GEPA skips reflection when the parent is already perfect on the minibatch.
             _end(item, "skipped", "parent perfect on minibatch")
@@ -131,8 +133,6 @@ class PromptStages:
         ctx = self.ctx
         parent = ctx.pool.get(item.parent_id)
         ctx.bus.publish(ev.ProposalStart(item_id=item.item_id, parent_id=parent.artifact_id))
-        ctx.tally.proposal_attempts += 1
-        ctx.budget.charge("proposals", 1, ctx.reservations.get(item.item_id))
         messages = reflection.build_messages(ctx.task.description, parent.text, item.payload["traces"])
         reason = ""
         child = None
@@ -150,6 +150,9 @@ class PromptStages:
             if exc.fatal:
                 raise FatalRunError(str(exc)) from None
             reason = f"LLM error: {exc.kind}"
+        # Charged once the call is over: a proposal cut short by a stop is redone, not paid twice.
+        ctx.tally.proposal_attempts += 1
+        ctx.budget.charge("proposals", 1, ctx.reservations.get(item.item_id))
         ctx.bus.publish(ev.ProposalEnd(item_id=item.item_id, parent_id=parent.artifact_id, ok=child is not None, reason=reason))
         if child is None:
             ctx.tally.failed += 1
@@ -164,7 +167,17 @@ class PromptStages:
         ctx = self.ctx
         child = item.payload["child"]
         ctx.bus.publish(ev.EvaluationStart(item_id=item.item_id, split="minibatch", n_examples=len(item.minibatch)))
-        mb = await self.run_examples(child, item.minibatch, "evaluate")
+        if item.payload.get("parent_mb_of") != item.parent_id:
+            # Rebased by reflection onto another parent: the gate needs that parent's scores.
+            parent_text = ctx.pool.get(item.parent_id).text
+            base, mb = await asyncio.gather(
+                self.run_examples(parent_text, item.minibatch, "evaluate"),
+                self.run_examples(child, item.minibatch, "evaluate"),
+            )
+            item.payload["parent_mb"] = [t["score"] for t in base]
+            item.payload["parent_mb_of"] = item.parent_id
+        else:
+            mb = await self.run_examples(child, item.minibatch, "evaluate")
         child_sum = sum(t["score"] for t in mb)
         parent_sum = sum(item.payload["parent_mb"])
         item.payload["child_mb"] = [t["score"] for t in mb]
@@ -195,7 +208,8 @@ class PromptStages:
             created_version=0,
             val_scores=item.payload["val"],
             created_at=time.time(),
-            meta={"item_id": item.item_id, "from_version": item.created_version},
+            meta={"item_id": item.item_id, "from_version": item.created_version,
+                  **({"rebased": item.payload["rebased"]} if "rebased" in item.payload else {})},
         )
         change = ctx.pool.add(art, {"parent": item.parent_id, "val_mean": art.val_mean, "item_id": item.item_id})
         stored = ctx.pool.get(artifact_id)
@@ -218,6 +232,50 @@ class PromptStages:
         item.payload["artifact_id"] = artifact_id
         _end(item, "accepted")
         return None
+
+    async def reflect(self, item: WorkItem) -> WorkItem | None:
+        """Reflective async: the LLM checks a stale proposal against every pool change since
+        its version and keeps it, patches it onto the current best, or discards it."""
+        ctx = self.ctx
+        best = ctx.pool.best()
+        parent = ctx.pool.get(item.parent_id)
+        changes = []
+        for ch in ctx.pool.changes_since(item.created_version):
+            art = ctx.pool.get(ch.artifact_id)
+            before = ctx.pool.get(art.parent_ids[0]).text if art.parent_ids else ""
+            changes.append((ch.version, art.artifact_id, art.val_mean, before, art.text))
+        messages = reflection.build_reflect_messages(
+            best.text, parent.text, item.payload["child"], item.created_version, ctx.pool.version, changes
+        )
+        tokens_before = item.tokens
+        patched = None
+        try:
+            res = await ctx.reflection_llm.chat(messages, stage="reflect")
+            if res.finish_reason == "length":
+                verdict, reason = "malformed", "reflection cut by max_tokens"
+            else:
+                verdict, reason, patched = reflection.parse_verdict(res.text)
+        except LLMError as exc:
+            if exc.fatal:
+                raise FatalRunError(str(exc)) from None
+            verdict, reason = "malformed", f"LLM error: {exc.kind}"
+        if verdict == "patch" and patched is not None and patched.strip() == best.text.strip():
+            verdict, reason = "discard", "patch adds nothing to the current best"
+        gap = ctx.pool.gap(item.created_version)
+        spent = item.tokens - tokens_before
+        ctx.staleness_counts[f"reflect_{verdict}"] += 1
+        self.recorder.record_decision(item, "reflect", gap, verdict, reason or verdict, tokens=spent,
+                                      detail={"best": best.artifact_id, "changes": len(changes)})
+        if verdict in ("discard", "malformed"):
+            self.recorder.discard(item, "reflect", gap, f"reflection: {verdict}: {reason}", "discarded_reflect")
+            return None
+        item.payload["reflected_at"] = ctx.pool.version
+        if verdict == "patch":
+            item.payload["rebased"] = {"from_parent": item.parent_id, "from_version": item.created_version,
+                                       "to_version": ctx.pool.version}
+            item.parent_id = best.artifact_id
+            item.payload["child"] = patched
+        return item
 
     # -- persistence of artifacts ---------------------------------------------------------
     def persist_artifact(self, art: Artifact, minibatch: list[str], feedback: dict, operator: str) -> None:

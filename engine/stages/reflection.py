@@ -43,3 +43,60 @@ def parse_instructions(reply: str) -> str | None:
         return None
     text = blocks[-1].strip()
     return text or None
+
+
+# -- stale-item reflection (reflective async, FlashEvolve §3.2) ----------------------------
+
+REFLECT_SYSTEM = (
+    "You maintain a pool of instructions that is improved by many proposals at once. A proposal "
+    "was written against an older pool; the pool has changed since. Decide whether the proposal "
+    "still adds something useful to the current best instructions. Answer `VERDICT: keep` if it "
+    "is still useful as it is, `VERDICT: patch` if its useful part should be applied to the "
+    "current best instructions (give the complete patched instructions in one ``` block), or "
+    "`VERDICT: discard` if it is redundant, conflicting or too specific. Then `REASON:` in one line."
+)
+MAX_CHANGES_SHOWN = 8
+_VERDICT = re.compile(r"VERDICT:\s*\**\s*(keep|patch|discard)\b", re.I)
+_REASON = re.compile(r"REASON:\s*(.+)", re.I)
+
+
+def _diff(old: str, new: str) -> str:
+    import difflib
+
+    lines = list(difflib.unified_diff(old.splitlines(), new.splitlines(), lineterm="", n=0))[2:]
+    return "\n".join(ln for ln in lines if not ln.startswith("@@")) or "(no textual change)"
+
+
+def build_reflect_messages(current_best: str, stale_parent: str, stale_child: str, item_version: int,
+                           pool_version: int, changes: list[tuple[int, str, float, str, str]]) -> list[dict]:
+    """changes: (version, artifact_id, score, parent_text, text) of pool additions since the item."""
+    shown = changes[-MAX_CHANGES_SHOWN:]
+    parts = [
+        "## Current best instructions\n```\n" + current_best.strip() + "\n```\n",
+        f"## Stale proposal (made at pool version {item_version}; the pool is now at version {pool_version})",
+        "Its change to the instructions it was made from:\n" + _diff(stale_parent, stale_child) + "\n",
+        "Proposed instructions:\n```\n" + stale_child.strip() + "\n```\n",
+        "## Pool changes since then",
+    ]
+    if len(changes) > len(shown):
+        parts.append(f"[... {len(changes) - len(shown)} earlier change(s) omitted ...]")
+    for version, artifact_id, score, parent_text, text in shown:
+        parts.append(f"### v{version}: {artifact_id} (validation score {score:.3f})\n{_diff(parent_text, text)}\n")
+    parts.append("Answer with VERDICT and REASON lines; for patch, the complete patched instructions in one ``` block.")
+    return [{"role": "system", "content": REFLECT_SYSTEM}, {"role": "user", "content": "\n".join(parts)}]
+
+
+def parse_verdict(reply: str) -> tuple[str, str, str | None]:
+    """(verdict, reason, patched text); a malformed answer is ('malformed', why, None)."""
+    m = _VERDICT.search(reply or "")
+    if not m:
+        return "malformed", "no VERDICT line", None
+    verdict = m.group(1).lower()
+    reason_m = _REASON.search(reply)
+    reason = reason_m.group(1).strip() if reason_m else ""
+    if verdict != "patch":
+        return verdict, reason, None
+    patched = parse_instructions(reply[m.end():])
+    if patched is None:
+        return "malformed", "patch verdict without a complete ``` block", None
+    return verdict, reason, patched

@@ -250,7 +250,7 @@ class Store:
                          detail: dict | None = None) -> None:
         self._put("insert_staleness", _STALE_COLS, (
             run_id, item_id, stage, policy, gap, item_version, pool_version, decision, reason,
-            created_at, tokens, detail))
+            created_at, tokens, dumps(detail, column="detail")))
 
     def insert_review(self, run_id: str, *, item_id: str, gate: str, decision: str, reason: str | None,
                       edited: bool, created_at: float) -> None:

@@ -4,6 +4,8 @@ The task: every example names a keyword ("Item: alpha"); the metric gives 0.9 wh
 contains it (never 1.0, so rollout never skips a step) and otherwise feedback
 "missing keyword alpha".
 
+An output "RAISE" makes the metric raise (a broken metric).
+
 The LLM (an httpx.MockTransport handler, injected through engine.runner.sim_transport):
 - rollout / evaluate: answers the example's keyword if the system prompt contains
   "KEYWORD-<keyword>", else "unknown";
@@ -38,6 +40,8 @@ VAL_KEYWORDS = ["alpha", "gamma", "epsilon", "omega"]
 
 METRIC = '''
 def score(example, output):
+    if output == "RAISE":
+        raise ValueError("metric exploded")
     kw = example["keyword"]
     if kw in output:
         return {"score": 0.9, "feedback": "ok"}

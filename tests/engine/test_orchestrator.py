@@ -35,7 +35,9 @@ def check_stage_barriers(timeline: list[tuple], item_id: str) -> None:
 
 
 def check_snapshot(snap: EngineSnapshot, run) -> None:
-    assert [s.name for s in snap.stages] == list(PIPELINE)
+    names = [s.name for s in snap.stages]
+    # The pipeline's stages in order; a detour stage (reflect) may follow them.
+    assert names[: len(PIPELINE)] == list(PIPELINE) and set(names[len(PIPELINE):]) <= {"reflect"}
     for s in snap.stages:
         assert 0 <= s.busy <= s.workers, s
         assert 0 <= s.depth <= s.capacity, s
@@ -188,9 +190,9 @@ async def test_pause_in_async_mode_holds_every_item_and_admits_none(harness) -> 
     assert result.status == "completed" and result.summary["proposal_attempts"] == 4
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: Orchestrator._admit admits a new item while paused when an item "
-                   "ends during the pause (running is checked only before waiting for room)")
 async def test_no_item_is_admitted_while_paused_even_when_an_item_ends(harness) -> None:
+    """Regression: _admit checked `running` only before waiting for room, so an item ending
+    during a pause let admission select a new item while paused."""
     fake = harness.fake
     run = await harness.create(pipeline={"mode": "async", "max_in_flight": 1}, budget={"max_proposals": 3})
     gate = fake.hold(is_item("propose", "i000001"))
@@ -280,6 +282,46 @@ async def test_stop_cancels_in_flight_work_and_leaves_items_open(harness) -> Non
     assert result.summary["proposals"] == 0
     snap = run.snapshot()
     assert all(s.busy == 0 and s.workers == 0 for s in snap.stages)
+
+
+@pytest.mark.xfail(strict=True, reason="BUG: stop() is not immediate: Orchestrator.run cancels admission and the "
+                   "stages one await at a time, and until then workers start new LLM requests and commit artifacts")
+async def test_stop_starts_no_new_request_and_commits_nothing(harness) -> None:
+    fake = harness.fake
+    run = await harness.create(pipeline={"mode": "async", "max_in_flight": 4})
+    at_stop: dict = {}
+
+    def stop_at_request_30(req):
+        # Items 1-4 are in their minibatch evaluation; nothing has been committed yet.
+        if req.seq == 30:
+            run.stop()
+            at_stop.update(pool=run.ctx.pool.version, admitted=run.orchestrator.admitted)
+        return None
+
+    fake.override = stop_at_request_30
+    result = await harness.run_to_end(run)
+    assert result.status == "interrupted"
+    assert at_stop == {"pool": 1, "admitted": 4}
+    assert run.orchestrator.admitted == 4
+    assert [(r.stage, r.item_id) for r in fake.requests if r.seq > 30] == []
+    assert run.ctx.pool.version == 1
+
+
+@pytest.mark.xfail(strict=True, reason="BUG: stop() during the seed evaluation still admits max_in_flight items "
+                   "(Orchestrator.run starts admission before it looks at _stopped)")
+async def test_stop_during_seed_evaluation_admits_nothing(harness) -> None:
+    fake = harness.fake
+    run = await harness.create(pipeline={"mode": "async", "max_in_flight": 5})
+    seed = fake.hold(lambda r: r.item_id is None)
+    task = harness.start(run)
+    await until(lambda: len(seed.arrived) == 4, what="seed evaluation held")
+    run.stop()
+    seed.release()
+    result = await harness.finish(task)
+    assert result.status == "interrupted"
+    assert run.orchestrator.admitted == 0
+    assert fake.items_seen() == []
+    assert (await harness.record(run.ctx.run_id)).open_items == []
 
 
 # -- 5. guarded staleness -----------------------------------------------------------------------------

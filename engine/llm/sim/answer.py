@@ -9,7 +9,7 @@ from __future__ import annotations
 import random
 import re
 
-from engine.llm.sim import program_model
+from engine.llm.sim import program_model, stale_model
 from engine.llm.sim.ruleworld_model import answer_example, reflect
 from engine.tasks.ruleworld import parse_input
 
@@ -56,7 +56,7 @@ def answer(messages: list[dict], stage: str, rng: random.Random) -> str:
     if stage in ("propose", "default") and program_model.patch_format(system):
         return program_model.propose(messages, message_text, rng)
     if stage == "reflect":
-        return _rework(user, rng)
+        return stale_model.judge(user, rng) or "VERDICT: keep\nREASON: no conflict with the pool changes found"
     if stage == "propose" or (stage not in ("rollout", "evaluate") and "```" in user and "Feedback:" in user):
         return reflect(user, rng) or _rework(user, rng)
     example = parse_input(user)

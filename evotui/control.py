@@ -1,0 +1,204 @@
+"""Local control channel: a unix socket at `<db path>.<run_id>.sock`, served by the process
+that drives a run (`--no-ui` or the TUI), so `evotui attach` can observe and steer it.
+
+Protocol: one JSON object per line in each direction. Request `{"cmd": NAME, ...args}`,
+reply `{"ok": true, "result": ...}` or `{"ok": false, "error": "..."}`. Commands:
+
+  snapshot                              the live EngineSnapshot as JSON (read-only)
+  pending                               reviews waiting: item_id, gate, parent_id, parent_text, child_text, parked_at
+  pause | resume                        hold / release the pipeline
+  drain [reason]                        admit nothing more, finish in-flight work
+  decide item_id decision [reason] [edited_text]    approve | reject | edit | skip
+  approve_all [gate]
+  set_gate gate on                      review gate "evaluate" | "update" on/off
+  set_workers stage n                   returns the new target
+  set_policy policy [max_gap]           "full" | "guarded"
+
+The socket file is mode 0600 (same user only) and removed when the run ends. Never imports textual.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import os
+from pathlib import Path
+from typing import Any, Mapping
+
+from engine.snapshot import EngineSnapshot, LLMSnapshot, StageSnapshot
+
+# Linux sun_path holds 108 bytes including the terminating NUL.
+MAX_SOCKET_PATH = 107
+
+
+def socket_path(db_path: Path | str, run_id: str) -> Path:
+    return Path(f"{Path(db_path).expanduser().resolve()}.{run_id}.sock")
+
+
+def _plain(value: Any) -> Any:
+    if dataclasses.is_dataclass(value):
+        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
+
+
+def snapshot_to_dict(snap: EngineSnapshot) -> dict:
+    return _plain(snap)
+
+
+def snapshot_from_dict(data: dict) -> EngineSnapshot:
+    d = dict(data)
+    d["stages"] = tuple(StageSnapshot(**s) for s in d["stages"])
+    d["llm"] = tuple(LLMSnapshot(**s) for s in d["llm"])
+    d["gap_histogram"] = {int(k): v for k, v in d["gap_histogram"].items()}
+    return EngineSnapshot(**d)
+
+
+class ControlError(Exception):
+    pass
+
+
+class ControlServer:
+    """Serves one EngineRun. start() returns False (with .problem set) if it cannot listen."""
+
+    def __init__(self, run, path: Path) -> None:
+        self.run = run
+        self.path = path
+        self.problem = ""
+        self._server: asyncio.AbstractServer | None = None
+
+    async def start(self) -> bool:
+        if len(os.fsencode(str(self.path))) > MAX_SOCKET_PATH:
+            self.problem = f"control socket path too long for a unix socket ({self.path}); attach is read-only"
+            return False
+        if self.path.exists():
+            if await _alive(self.path):
+                self.problem = f"{self.path} is served by another process; attach is read-only"
+                return False
+            self.path.unlink()
+        old = os.umask(0o177)
+        try:
+            self._server = await asyncio.start_unix_server(self._client, path=str(self.path))
+        except OSError as exc:
+            self.problem = f"cannot listen on {self.path}: {exc}; attach is read-only"
+            return False
+        finally:
+            os.umask(old)
+        return True
+
+    async def close(self) -> None:
+        if self._server is not None:
+            self._server.close()
+            await self._server.wait_closed()
+            self._server = None
+            try:
+                self.path.unlink()
+            except FileNotFoundError:
+                pass
+
+    async def _client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while line := await reader.readline():
+                writer.write((json.dumps(self.handle_line(line), default=str) + "\n").encode())
+                await writer.drain()
+        except (ConnectionError, asyncio.IncompleteReadError):
+            pass  # the client went away; nothing to answer
+        finally:
+            writer.close()
+
+    def handle_line(self, line: bytes) -> dict:
+        try:
+            req = json.loads(line)
+            if not isinstance(req, dict) or not isinstance(req.get("cmd"), str):
+                raise ControlError('a request is a JSON object with a "cmd" string')
+            return {"ok": True, "result": self.execute(req)}
+        except (ControlError, ValueError, KeyError, TypeError) as exc:
+            return {"ok": False, "error": str(exc) or type(exc).__name__}
+        except Exception as exc:  # noqa: BLE001 - a bad request must not end the run; report it
+            return {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
+
+    def execute(self, req: dict) -> Any:
+        run, cmd = self.run, req["cmd"]
+        if cmd == "snapshot":
+            return snapshot_to_dict(run.snapshot())
+        if cmd == "pending":
+            return [dataclasses.asdict(p) for p in run.review.pending()]
+        if cmd == "pause":
+            run.pause()
+        elif cmd == "resume":
+            run.resume_work()
+        elif cmd == "drain":
+            run.drain(str(req.get("reason") or "drain requested by attach"))
+        elif cmd == "decide":
+            run.review.decide(req["item_id"], req["decision"], reason=str(req.get("reason") or ""),
+                              edited_text=req.get("edited_text"))
+        elif cmd == "approve_all":
+            return run.review.approve_all(req.get("gate"))
+        elif cmd == "set_gate":
+            run.review.set_enabled(req["gate"], bool(req["on"]))
+        elif cmd == "set_workers":
+            return run.set_workers(req["stage"], int(req["n"]))
+        elif cmd == "set_policy":
+            run.set_policy(req["policy"], req.get("max_gap"))
+        else:
+            raise ControlError(f"unknown command {cmd!r}")
+        return run.snapshot().state
+
+
+async def _alive(path: Path) -> bool:
+    try:
+        _, writer = await asyncio.wait_for(asyncio.open_unix_connection(str(path)), 1.0)
+    except (OSError, asyncio.TimeoutError):
+        return False
+    writer.close()
+    return True
+
+
+class ControlClient:
+    """One connection to a ControlServer; request() raises ControlError on any failure."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._reader: asyncio.StreamReader | None = None
+        self._writer: asyncio.StreamWriter | None = None
+        self._lock = asyncio.Lock()
+
+    async def connect(self) -> bool:
+        try:
+            self._reader, self._writer = await asyncio.wait_for(asyncio.open_unix_connection(str(self.path)), 2.0)
+        except (OSError, asyncio.TimeoutError):
+            return False
+        return True
+
+    @property
+    def connected(self) -> bool:
+        return self._writer is not None
+
+    async def request(self, cmd: str, **args: Any) -> Any:
+        if self._writer is None or self._reader is None:
+            raise ControlError("not connected to the driving process")
+        async with self._lock:
+            try:
+                self._writer.write((json.dumps({"cmd": cmd, **args}) + "\n").encode())
+                await self._writer.drain()
+                line = await asyncio.wait_for(self._reader.readline(), 5.0)
+            except (OSError, asyncio.TimeoutError) as exc:
+                await self.close()
+                raise ControlError(f"control channel lost: {exc or type(exc).__name__}") from None
+        if not line:
+            await self.close()
+            raise ControlError("the driving process closed the control channel (run finished?)")
+        reply = json.loads(line)
+        if not reply.get("ok"):
+            raise ControlError(reply.get("error", "request failed"))
+        return reply.get("result")
+
+    async def close(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None
+            self._reader = None

@@ -1,0 +1,197 @@
+"""`evotui attach`: a TUI on a run another process drives.
+
+The database is opened read-only (WAL lets the driver keep writing) and polled once a second in
+an asyncio task on the UI loop. If the driver serves a control socket (evotui.control), the live
+snapshot and pending reviews come from it and the controls work; otherwise the view is
+read-only and the dashboard shows what the database holds (no queue depths, no latencies).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+from engine.pipeline.review import PendingReview
+from engine.snapshot import EngineSnapshot, LLMSnapshot
+from engine.store.store import Store, StoreError
+from evotui.control import ControlClient, ControlError, snapshot_from_dict, socket_path
+from evotui.tui.backend import ArtifactView, Backend, BackendError, Frame, LLMStat, _Histories
+
+POLL_S = 1.0
+
+
+class AttachError(Exception):
+    """Cannot attach; the message names the problem and the fix."""
+
+
+class AttachBackend(Backend):
+    def __init__(self, db_path: Path, run_id: str | None) -> None:
+        self.db_path = Path(db_path)
+        self.run_id = run_id or ""
+        self.store: Store | None = None
+        self.client: ControlClient | None = None
+        self._hist = _Histories()
+        self._row: dict[str, Any] = {}
+        self._artifacts: list[ArtifactView] = []
+        self._reviews_seen = 0
+        self._live: EngineSnapshot | None = None
+        self._pending: list[PendingReview] = []
+        self._lines: list[str] = []
+        self._task: asyncio.Task | None = None
+        self.problem = ""
+
+    @property
+    def source(self) -> str:  # type: ignore[override]
+        return "attached" if self.can_control else "attached, read-only"
+
+    @property
+    def can_control(self) -> bool:  # type: ignore[override]
+        return self.client is not None and self.client.connected
+
+    async def start(self) -> None:
+        try:
+            self.store = await Store.open(self.db_path, create=False, readonly=True)
+        except StoreError as exc:
+            raise AttachError(str(exc)) from None
+        runs = await self.store.list_runs()
+        if not self.run_id:
+            if not runs:
+                await self.close()
+                raise AttachError(f"{self.db_path} holds no runs; start one with `evotui run TASK --db {self.db_path}`")
+            self.run_id = runs[0]["run_id"]
+        elif not any(r["run_id"] == self.run_id for r in runs):
+            await self.close()
+            known = ", ".join(r["run_id"] for r in runs[:5]) or "none"
+            raise AttachError(f"no run {self.run_id!r} in {self.db_path} (runs: {known}); list them with `evotui runs --db {self.db_path}`")
+        client = ControlClient(socket_path(self.db_path, self.run_id))
+        if await client.connect():
+            self.client = client
+        else:
+            self.problem = "no control socket: the run is not being driven by a live process, or it predates control; read-only"
+        await self._refresh()
+        self._task = asyncio.create_task(self._loop(), name="attach-poll")
+
+    async def _loop(self) -> None:
+        while True:
+            await asyncio.sleep(POLL_S)
+            try:
+                await self._refresh()
+            except StoreError as exc:
+                self._lines.append(f"database read failed: {exc}")
+
+    async def _refresh(self) -> None:
+        assert self.store is not None
+        rows = await self.store.fetch_rows("runs", self.run_id)
+        if rows:
+            old = self._row.get("status")
+            self._row = rows[0]
+            if old is not None and old != self._row["status"]:
+                self._lines.append(f"{time.strftime('%H:%M:%S')} run status {old} -> {self._row['status']}")
+        arts = await self.store.fetch_rows("artifacts", self.run_id)
+        reviews = await self.store.fetch_rows("reviews", self.run_id)
+        notes = {r["item_id"]: f"{r['decision']} at {r['gate']}" for r in reviews}
+        for r in reviews[self._reviews_seen:]:
+            self._lines.append(f"{time.strftime('%H:%M:%S', time.localtime(r['created_at']))} review_decided "
+                               f"item_id={r['item_id']} gate={r['gate']} decision={r['decision']}")
+        self._reviews_seen = len(reviews)
+        known = {a.artifact_id for a in self._artifacts}
+        for a in arts:
+            if a["artifact_id"] not in known and self._artifacts:
+                self._lines.append(f"{time.strftime('%H:%M:%S', time.localtime(a['created_at']))} candidate_accepted "
+                                   f"artifact_id={a['artifact_id']} val_mean={a['val_mean']}")
+        self._artifacts = [
+            ArtifactView(a["artifact_id"], (a["parent_ids"] or [None])[0], a["created_version"], a["status"],
+                         a["val_mean"], a["text"], notes.get(str((a["meta"] or {}).get("item_id", "")), ""))
+            for a in arts
+        ]
+        if self.can_control:
+            assert self.client is not None
+            try:
+                self._live = snapshot_from_dict(await self.client.request("snapshot"))
+                self._pending = [PendingReview(**p) for p in await self.client.request("pending")]
+            except ControlError as exc:
+                self._lines.append(f"control: {exc}; now read-only")
+                self._live, self._pending = None, []
+                await self.client.close()
+
+    def _db_snapshot(self) -> EngineSnapshot:
+        row, counters = self._row, self._row.get("counters") or {}
+        tally = counters.get("tally", {})
+        config = row.get("config") or {}
+        scores = [(a.score, a.artifact_id) for a in self._artifacts if a.score is not None]
+        best = max(scores, default=(None, None))
+        seed = next((a.score for a in self._artifacts if a.status == "seed"), None)
+        limits = (config.get("budget") or {})
+        return EngineSnapshot(
+            run_id=self.run_id, state=str(row.get("status", "?")), mode=str(row.get("mode") or "?"),
+            policy=str(row.get("policy") or "?"), backend=str(row.get("backend") or "?"),
+            simulated=str(row.get("backend") or "").startswith("simulated"),
+            elapsed_s=float((counters.get("budget") or {}).get("wall_s", 0.0)),
+            pool_version=int(row.get("pool_version") or 0), pool_size=len(self._artifacts),
+            seed_score=seed, best_score=best[0], best_id=best[1], in_flight_items=0, stages=(),
+            gap_histogram=MappingProxyType({}), staleness=MappingProxyType({}),
+            proposals=int(tally.get("proposals", 0)), proposal_attempts=int(tally.get("proposal_attempts", 0)),
+            accepted=int(tally.get("accepted", 0)), rejected=int(tally.get("rejected", 0)),
+            failed=int(tally.get("failed", 0)), discarded_stale=int(tally.get("discarded_stale", 0)),
+            wasted_tokens=int(tally.get("wasted_tokens", 0)),
+            llm=(LLMSnapshot("all", "", 0, int(tally.get("llm_calls", 0)), int(tally.get("llm_errors", 0)),
+                             int(tally.get("llm_retries", 0))),),
+            llm_calls=int(tally.get("llm_calls", 0)), prompt_tokens=int(tally.get("prompt_tokens", 0)),
+            completion_tokens=int(tally.get("completion_tokens", 0)),
+            budget_spent=MappingProxyType(dict(counters.get("budget") or {})),
+            budget_limits=MappingProxyType({k.removesuffix("max_").replace("max_", ""): v for k, v in limits.items()}),
+            budget_exhausted=None, max_gap=int((config.get("pipeline") or {}).get("max_gap", 0) or 0),
+            review_pending=0, review_gates=MappingProxyType({}),
+        )
+
+    def frame(self) -> Frame | None:
+        if not self._row:
+            return None
+        snap = self._live or self._db_snapshot()
+        scores = [a.score for a in self._artifacts if a.score is not None]
+        self._hist.add(snap, sum(scores) / len(scores) if scores else None)
+        config = self._row.get("config") or {}
+        scale = float((config.get("sim") or {}).get("time_scale", 1.0)) if snap.simulated else 1.0
+        llm = tuple(LLMStat(s.endpoint, s.in_flight, s.calls, s.errors, s.retries, None, None,
+                            snap.prompt_tokens if len(snap.llm) == 1 else 0,
+                            snap.completion_tokens if len(snap.llm) == 1 else 0) for s in snap.llm)
+        status = str(self._row.get("status", ""))
+        return Frame(snap=snap, llm=llm, score_history=tuple(self._hist.scores), depth_history=self._hist.depth_map(),
+                     decisions=tuple(self._hist.decisions), time_scale=scale, source=self.source,
+                     can_control=self.can_control, finished="" if status == "running" else status)
+
+    def poll(self) -> list[str]:
+        lines, self._lines = self._lines, []
+        return lines
+
+    def artifacts(self) -> list[ArtifactView]:
+        return list(self._artifacts)
+
+    def pending(self) -> list[PendingReview]:
+        return list(self._pending)
+
+    async def control(self, cmd: str, **args: Any) -> Any:
+        if not self.can_control:
+            return await super().control(cmd, **args)
+        if cmd == "stop":
+            raise BackendError("attach does not stop the driving process; use drain, or quit to detach")
+        assert self.client is not None
+        try:
+            result = await self.client.request(cmd, **args)
+        except ControlError as exc:
+            raise BackendError(str(exc)) from None
+        await self._refresh()
+        return result
+
+    async def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+        if self.client is not None:
+            await self.client.close()
+        if self.store is not None:
+            await self.store.close()
+            self.store = None

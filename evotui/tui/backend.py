@@ -1,0 +1,275 @@
+"""What the TUI shows and steers, independent of where the run lives.
+
+A Backend yields immutable Frames (one engine snapshot plus the histories the UI plots),
+log lines, the artifact tree and pending reviews, and executes control commands. LiveBackend
+wraps an EngineRun in this process; AttachBackend (attach.py) reads another process's
+database and talks to its control socket; tests use a frozen backend. Nothing here imports
+textual, so the bench and tests can use it directly.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from engine.events import Event
+from engine.pipeline.review import PendingReview, ReviewError
+from engine.snapshot import EngineSnapshot
+
+HISTORY = 120
+"""Samples kept for sparklines and the score plot."""
+LOG_KINDS = frozenset({
+    "run_started", "run_finished", "candidate_accepted", "candidate_rejected", "item_failed",
+    "stale_discarded", "worker_reallocated", "state_changed", "review_requested", "review_decided",
+    "policy_changed", "llm_error",
+})
+
+
+class BackendError(Exception):
+    """A control command failed; the message is shown to the user as is."""
+
+
+@dataclass(frozen=True)
+class LLMStat:
+    endpoint: str
+    in_flight: int
+    calls: int
+    errors: int
+    retries: int
+    p50_s: float | None
+    p95_s: float | None
+    tokens_in: int
+    tokens_out: int
+
+
+@dataclass(frozen=True)
+class ArtifactView:
+    artifact_id: str
+    parent_id: str | None
+    version: int
+    status: str
+    score: float | None
+    text: str
+    note: str = ""
+    """Review decision or other provenance, e.g. "edited at evaluate"."""
+
+
+@dataclass(frozen=True)
+class Frame:
+    snap: EngineSnapshot
+    llm: tuple[LLMStat, ...]
+    score_history: tuple[tuple[float, float], ...]
+    """(best, mean) validation score per sample."""
+    depth_history: Mapping[str, tuple[int, ...]]
+    decisions: tuple[str, ...]
+    """Recent staleness / review decisions, newest last."""
+    time_scale: float
+    source: str
+    can_control: bool
+    finished: str = ""
+
+    @property
+    def sim_minutes(self) -> float:
+        return self.snap.elapsed_s * (self.time_scale if self.snap.simulated else 1.0) / 60.0
+
+    @property
+    def proposals_per_min(self) -> float:
+        m = self.sim_minutes
+        return self.snap.proposals / m if m > 0 else 0.0
+
+    @property
+    def acceptance(self) -> float | None:
+        done = self.snap.accepted + self.snap.rejected
+        return self.snap.accepted / done if done else None
+
+
+def percentile(values: list[float], q: float) -> float | None:
+    if not values:
+        return None
+    if len(values) == 1:
+        return values[0]
+    return statistics.quantiles(values, n=100, method="inclusive")[int(q) - 1]
+
+
+def event_line(event: Event) -> str | None:
+    """One log line for an event worth showing, else None."""
+    if event.kind not in LOG_KINDS:
+        return None
+    d = event.to_dict()
+    stamp = time.strftime("%H:%M:%S", time.localtime(d.pop("t")))
+    kind = d.pop("event")
+    d.pop("minibatch", None)
+    detail = " ".join(f"{k}={v}" for k, v in d.items() if v not in ("", None))
+    return f"{stamp} {kind} {detail}"
+
+
+def decision_line(event: Event) -> str | None:
+    d = event.to_dict()
+    if event.kind == "staleness_decision" and d["gap"]:
+        return f"{d['item_id']} {d['stage']} gap {d['gap']} -> {d['decision']}"
+    if event.kind == "review_decided":
+        return f"{d['item_id']} review@{d['gate']} -> {d['decision']}"
+    return None
+
+
+@dataclass
+class _Histories:
+    scores: deque = field(default_factory=lambda: deque(maxlen=HISTORY))
+    depths: dict[str, deque] = field(default_factory=dict)
+    decisions: deque = field(default_factory=lambda: deque(maxlen=8))
+
+    def add(self, snap: EngineSnapshot, mean: float | None) -> None:
+        if snap.best_score is not None:
+            self.scores.append((snap.best_score, mean if mean is not None else snap.best_score))
+        for st in snap.stages:
+            self.depths.setdefault(st.name, deque(maxlen=HISTORY)).append(st.depth)
+
+    def depth_map(self) -> dict[str, tuple[int, ...]]:
+        return {k: tuple(v) for k, v in self.depths.items()}
+
+
+class Backend:
+    """Base: read-only, no data. Subclasses override what they support."""
+
+    source = "none"
+    can_control = False
+    finished = ""
+
+    def frame(self) -> Frame | None:
+        return None
+
+    def poll(self) -> list[str]:
+        """Log lines since the last call (events are drained here, never pushed per event)."""
+        return []
+
+    def artifacts(self) -> list[ArtifactView]:
+        return []
+
+    def pending(self) -> list[PendingReview]:
+        return []
+
+    async def control(self, cmd: str, **args: Any) -> Any:
+        raise BackendError("this view is read-only: the driving process does not accept control")
+
+    async def start(self) -> None:
+        pass
+
+    async def close(self) -> None:
+        pass
+
+
+class LiveBackend(Backend):
+    """An EngineRun in this process. Latency stats come from the LLM call sink."""
+
+    source = "live"
+    can_control = True
+
+    def __init__(self, run) -> None:
+        self.run = run
+        self._sub = run.bus.subscribe(maxlen=5000)
+        self._hist = _Histories()
+        self._latency: dict[str, deque] = {}
+        self._tokens: dict[str, list[int]] = {}
+        self._notes: dict[str, str] = {}
+        self._rejected: dict[str, ArtifactView] = {}
+        self._parents: dict[str, str] = {}
+        self._mean_cache: tuple[int, float | None] = (-1, None)
+        sink = run.ctx.call_sink
+        forward = sink.target
+
+        def record(rec) -> None:
+            self._latency.setdefault(rec.endpoint, deque(maxlen=500)).append(rec.latency_s)
+            tok = self._tokens.setdefault(rec.endpoint, [0, 0])
+            tok[0] += rec.prompt_tokens
+            tok[1] += rec.completion_tokens
+            forward(rec)
+
+        sink.target = record
+
+    def _mean(self, version: int) -> float | None:
+        if self._mean_cache[0] != version:
+            arts = self.run.ctx.pool.artifacts()
+            self._mean_cache = (version, sum(a.val_mean for a in arts) / len(arts) if arts else None)
+        return self._mean_cache[1]
+
+    def frame(self) -> Frame:
+        snap = self.run.snapshot()
+        self._hist.add(snap, self._mean(snap.pool_version))
+        llm = []
+        for s in snap.llm:
+            lat = list(self._latency.get(s.endpoint, ()))
+            tok = self._tokens.get(s.endpoint, [0, 0])
+            llm.append(LLMStat(s.endpoint, s.in_flight, s.calls, s.errors, s.retries,
+                               percentile(lat, 50), percentile(lat, 95), tok[0], tok[1]))
+        cfg = self.run.ctx.config
+        return Frame(snap=snap, llm=tuple(llm), score_history=tuple(self._hist.scores),
+                     depth_history=self._hist.depth_map(), decisions=tuple(self._hist.decisions),
+                     time_scale=cfg.sim.time_scale if cfg.uses_sim else 1.0, source=self.source,
+                     can_control=True, finished=self.finished)
+
+    def poll(self) -> list[str]:
+        lines = []
+        for event in self._sub.drain():
+            self._track(event)
+            if (dec := decision_line(event)) is not None:
+                self._hist.decisions.append(dec)
+            if (line := event_line(event)) is not None:
+                lines.append(line)
+        return lines
+
+    def _track(self, event: Event) -> None:
+        d = event.to_dict()
+        if event.kind in ("candidate_selected", "review_requested"):
+            self._parents[d["item_id"]] = d["parent_id"]
+        elif event.kind == "review_decided":
+            self._notes[d["item_id"]] = f"{d['decision']} at {d['gate']}" + (f": {d['reason']}" if d["reason"] else "")
+            if d["decision"] == "reject":
+                self._rejected[d["item_id"]] = ArtifactView(
+                    d["item_id"], self._parents.get(d["item_id"]), 0, "rejected", None, "", self._notes[d["item_id"]])
+        elif event.kind == "candidate_rejected" and d["item_id"] not in self._rejected:
+            self._rejected[d["item_id"]] = ArtifactView(d["item_id"], d["parent_id"], 0, "rejected", None, "", d["reason"])
+        elif event.kind == "run_finished":
+            self.finished = d["status"]
+
+    def artifacts(self) -> list[ArtifactView]:
+        out = []
+        for a in self.run.ctx.pool.artifacts():
+            item = str(a.meta.get("item_id", ""))
+            out.append(ArtifactView(a.artifact_id, a.parent_ids[0] if a.parent_ids else None, a.created_version,
+                                    a.status, a.val_mean if a.val_scores else None, a.text, self._notes.get(item, "")))
+        out.extend(v for v in self._rejected.values() if v.parent_id)
+        return out
+
+    def pending(self) -> list[PendingReview]:
+        return self.run.review.pending()
+
+    async def control(self, cmd: str, **args: Any) -> Any:
+        run = self.run
+        try:
+            if cmd == "pause":
+                run.pause()
+            elif cmd == "resume":
+                run.resume_work()
+            elif cmd == "drain":
+                run.drain(args.get("reason", "drain requested in the TUI"))
+            elif cmd == "stop":
+                run.stop(args.get("reason", "stopped from the TUI"))
+            elif cmd == "decide":
+                run.review.decide(args["item_id"], args["decision"], reason=args.get("reason", ""),
+                                  edited_text=args.get("edited_text"))
+            elif cmd == "approve_all":
+                return run.review.approve_all(args.get("gate"))
+            elif cmd == "set_gate":
+                run.review.set_enabled(args["gate"], bool(args["on"]))
+            elif cmd == "set_workers":
+                return run.set_workers(args["stage"], int(args["n"]))
+            elif cmd == "set_policy":
+                run.set_policy(args["policy"], args.get("max_gap"))
+            else:
+                raise BackendError(f"unknown command {cmd!r}")
+        except (ReviewError, ValueError) as exc:
+            raise BackendError(str(exc)) from None
+        return run.snapshot().state
