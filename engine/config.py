@@ -143,6 +143,14 @@ class PipelineConfig(_Model):
     """async: most items admitted and not yet finished. Bounds the version gap (each in-flight
     item can commit at most once while another waits) and keeps parents fresh."""
     minibatch_size: int = Field(default=3, gt=0)
+    speculation: bool = False
+    """Speculative evaluation (FlashEvolve §3.3): after spec_alpha of the validation set, a
+    candidate whose partial score beats the pool's best enters the pool as speculative; full
+    validation then confirms or removes it."""
+    spec_alpha: float = Field(default=0.3, gt=0, le=1)
+    """Fraction of the validation set in the speculative prefix (0 < alpha <= 1)."""
+    reorder_k: int = Field(default=3, ge=1)
+    """Examples that passed this many validations in a row leave the speculative prefix."""
     review_before_evaluate: bool = False
     """Hold each proposal for a human decision before it is evaluated (TUI review queue)."""
     review_before_commit: bool = False

@@ -17,6 +17,7 @@ from engine.llm.client import LLMClient
 from engine.pipeline.staleness import StalenessPolicy
 from engine.pool import Pool
 from engine.selection.pareto import MinibatchSampler
+from engine.selection.val_order import ValidationOrder
 from engine.store.store import Store
 from engine.tasks.prompt_task import PromptTask
 
@@ -53,6 +54,9 @@ class Tally:
     failed: int = 0
     discarded_stale: int = 0
     skipped: int = 0
+    speculative_inserted: int = 0
+    speculative_confirmed: int = 0
+    speculative_removed: int = 0
     wasted_tokens: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
@@ -98,6 +102,7 @@ class RunContext:
     reservations: dict[str, Reservation] = field(default_factory=dict)
     gap_histogram: Counter = field(default_factory=Counter)
     staleness_counts: Counter = field(default_factory=Counter)
+    val_order: ValidationOrder | None = None
     seed_id: str = ""
     item_seq: int = 0
     started_mono: float = field(default_factory=time.monotonic)

@@ -99,12 +99,42 @@ class Pool:
         self._changelog = changelog
         self.version = changelog[-1].version if changelog else 0
 
+    def set_status(self, artifact_id: str, status: str, val_scores: Mapping[str, float] | None = None,
+                   detail: Mapping[str, object] | None = None) -> PoolChange:
+        """Confirm or remove a speculative artifact; a pool change, so the version bumps.
+        Removed artifacts stay readable (lineage) but are no longer selectable."""
+        art = self.get(artifact_id)
+        self.version += 1
+        self._artifacts[artifact_id] = Artifact(
+            artifact_id=art.artifact_id,
+            text=art.text,
+            parent_ids=art.parent_ids,
+            created_version=art.created_version,
+            val_scores=MappingProxyType(dict(val_scores if val_scores is not None else art.val_scores)),
+            status=status,
+            created_at=art.created_at,
+            meta=art.meta,
+        )
+        change = PoolChange(self.version, status, artifact_id, MappingProxyType(dict(detail or {})))
+        self._changelog.append(change)
+        return change
+
+    def live(self) -> list[Artifact]:
+        """Selectable artifacts: seed, confirmed and speculative (not removed)."""
+        return [a for a in self._artifacts.values() if a.status != "removed"]
+
+    def confirmed(self) -> list[Artifact]:
+        """Fully validated artifacts only (what `best()` and reports use)."""
+        return [a for a in self._artifacts.values() if a.status in ("seed", "confirmed")]
+
     def changes_since(self, version: int) -> list[PoolChange]:
         """Changes with version > `version`, oldest first."""
         return self._changelog[version:] if version >= 0 else list(self._changelog)
 
     def best(self) -> Artifact | None:
-        if not self._artifacts:
+        """Best fully validated artifact; speculative ones never lead before confirmation."""
+        pool = self.confirmed()
+        if not pool:
             return None
         # Ties go to the older artifact: a newer one must be strictly better to lead.
-        return max(self._artifacts.values(), key=lambda a: (a.val_mean, -a.created_version))
+        return max(pool, key=lambda a: (a.val_mean, -a.created_version))

@@ -28,6 +28,7 @@ from engine.pipeline.orchestrator import Orchestrator
 from engine.pipeline.staleness import make_policy
 from engine.pool import Artifact, PoolChange, Pool
 from engine.selection.pareto import MinibatchSampler, restore_rng
+from engine.selection.val_order import ValidationOrder
 from engine.snapshot import EngineSnapshot, take_snapshot
 from engine.store.store import Store, StoreError
 from engine.tasks.prompt_task import PromptTask, TaskError, load_task
@@ -279,6 +280,7 @@ async def _build_context(run_id: str, config: RunConfig, task: PromptTask, store
         sampler=MinibatchSampler(task.train_ids, config.pipeline.minibatch_size, random.Random(config.seed + 1)),
         backend=backend,
         call_sink=sink,
+        val_order=ValidationOrder(task.val_ids, config.pipeline.reorder_k),
     )
     return ctx, sim_state
 
@@ -318,6 +320,8 @@ def _restore(ctx: RunContext, record) -> list[WorkItem]:
         restore_rng(ctx.rng, state["rng"])
         ctx.sampler.restore(state["sampler"])
         ctx.item_seq = int(state["item_seq"])
+        if ctx.val_order is not None and "val_order" in state:
+            ctx.val_order.restore(state["val_order"])
     best = ctx.pool.best()
     if best is not None:
         ctx.best_history.append((0.0, best.val_mean))

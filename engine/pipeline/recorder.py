@@ -176,6 +176,8 @@ class Recorder:
     def save_run_state(self) -> None:
         ctx = self.ctx
         state = {"rng": rng_state(ctx.rng), "sampler": ctx.sampler.state(), "item_seq": ctx.item_seq}
+        if ctx.val_order is not None:
+            state["val_order"] = ctx.val_order.state()
         counters = {"budget": ctx.budget.counters(ctx.elapsed()), "tally": ctx.tally.to_dict()}
         ctx.store.update_run(
             ctx.run_id,

@@ -49,7 +49,7 @@ class PromptStages:
     def select(self) -> tuple[str, list[str]]:
         """A parent from the per-example Pareto front and the next training minibatch."""
         ctx = self.ctx
-        weights = pareto_weights(ctx.pool.artifacts(), ctx.task.val_ids)
+        weights = pareto_weights(ctx.pool.live(), ctx.task.val_ids)
         return sample_parent(weights, ctx.rng), ctx.sampler.next()
 
     def estimate(self) -> dict[str, float]:
@@ -188,19 +188,87 @@ class PromptStages:
             ctx.bus.publish(ev.CandidateRejected(item_id=item.item_id, parent_id=item.parent_id, reason=reason))
             _end(item, "rejected", reason)
             return None
-        val_ids = ctx.task.val_ids
-        ctx.bus.publish(ev.EvaluationStart(item_id=item.item_id, split="val", n_examples=len(val_ids)))
-        val = await self.run_examples(child, val_ids, "evaluate")
+        val = await self.validate(item, child)
         item.payload["val"] = {t["example_id"]: t["score"] for t in val}
         item.payload["val_feedback"] = {t["example_id"]: t["feedback"] for t in val}
         mean = sum(item.payload["val"].values()) / len(val)
         ctx.bus.publish(ev.EvaluationEnd(item_id=item.item_id, split="val", score=mean))
         return item
 
+    async def validate(self, item: WorkItem, child: str) -> list[dict]:
+        """Full validation; with speculation, the prefix first and a speculative insert if it
+        beats the pool's best, then the rest (the same requests either way)."""
+        ctx = self.ctx
+        cfg = ctx.config.pipeline
+        order = ctx.val_order.order if ctx.val_order is not None else ctx.task.val_ids
+        ctx.bus.publish(ev.EvaluationStart(item_id=item.item_id, split="val", n_examples=len(order)))
+        if not cfg.speculation or ctx.val_order is None:
+            val = await self.run_examples(child, order, "evaluate")
+        else:
+            cut = ctx.val_order.prefix_size(cfg.spec_alpha)
+            prefix = await self.run_examples(child, order[:cut], "evaluate")
+            partial = sum(t["score"] for t in prefix) / len(prefix)
+            best = ctx.pool.best()
+            if cut < len(order) and best is not None and partial > best.val_mean:
+                self.insert_speculative(item, child, prefix, partial, best.val_mean)
+            val = prefix + await self.run_examples(child, order[cut:], "evaluate")
+        if ctx.val_order is not None:
+            ctx.val_order.record({t["example_id"]: t["score"] for t in val})
+        return val
+
+    def insert_speculative(self, item: WorkItem, child: str, prefix: list[dict], partial: float, threshold: float) -> None:
+        ctx = self.ctx
+        art = Artifact(
+            artifact_id=f"a{item.item_id[1:]}",
+            text=child,
+            parent_ids=(item.parent_id,),
+            created_version=0,
+            val_scores={t["example_id"]: t["score"] for t in prefix},
+            status="speculative",
+            created_at=time.time(),
+            meta={"item_id": item.item_id, "partial": partial, "threshold": threshold},
+        )
+        change = ctx.pool.add(art, {"speculative": True, "partial": partial, "threshold": threshold})
+        self.persist_artifact(ctx.pool.get(art.artifact_id), item.minibatch, {}, operator="mutate")
+        ctx.store.insert_pool_event(ctx.run_id, change.version, change.kind, art.artifact_id, dict(change.detail), time.time())
+        ctx.tally.speculative_inserted += 1
+        item.payload["speculative"] = {"id": art.artifact_id, "threshold": threshold, "version": change.version}
+
+    def settle_speculative(self, item: WorkItem) -> bool:
+        """Confirm a speculative artifact on full validation or remove it; True if confirmed."""
+        ctx, spec = self.ctx, item.payload["speculative"]
+        full = item.payload["val"]
+        mean = sum(full.values()) / len(full)
+        confirmed = mean > spec["threshold"]
+        status = "confirmed" if confirmed else "removed"
+        change = ctx.pool.set_status(spec["id"], status, full if confirmed else None,
+                                     {"val_mean": mean, "threshold": spec["threshold"]})
+        stored = ctx.pool.get(spec["id"])
+        self.persist_artifact(stored, item.minibatch, item.payload.get("val_feedback", {}) if confirmed else {},
+                              operator="mutate", lineage=False)
+        ctx.store.insert_pool_event(ctx.run_id, change.version, change.kind, spec["id"], dict(change.detail), time.time())
+        if confirmed:
+            ctx.tally.speculative_confirmed += 1
+            return True
+        ctx.tally.speculative_removed += 1
+        # Work derived from the removed artifact falls back to its parent and is now stale.
+        for other in self.recorder.in_flight.values():
+            if other.parent_id == spec["id"]:
+                other.parent_id = stored.parent_ids[0]
+                other.created_version = min(other.created_version, spec["version"] - 1)
+                other.payload["parent_removed"] = spec["id"]
+        return False
+
     async def update(self, item: WorkItem) -> None:
         ctx = self.ctx
         artifact_id = f"a{item.item_id[1:]}"
         before = ctx.pool.best()
+        if "speculative" in item.payload:
+            if not self.settle_speculative(item):
+                _end(item, "removed_speculative", "full validation did not confirm the partial score")
+                return None
+            stored = ctx.pool.get(artifact_id)
+            return self._accepted(item, stored, before)
         art = Artifact(
             artifact_id=artifact_id,
             text=item.payload["child"],
@@ -215,6 +283,11 @@ class PromptStages:
         stored = ctx.pool.get(artifact_id)
         self.persist_artifact(stored, item.minibatch, item.payload.get("val_feedback", {}), operator="mutate")
         ctx.store.insert_pool_event(ctx.run_id, change.version, change.kind, artifact_id, dict(change.detail), time.time())
+        return self._accepted(item, stored, before)
+
+    def _accepted(self, item: WorkItem, stored: Artifact, before: Artifact | None) -> None:
+        ctx = self.ctx
+        artifact_id = stored.artifact_id
         ctx.tally.accepted += 1
         is_best = before is None or stored.val_mean > before.val_mean
         if is_best:
@@ -278,7 +351,8 @@ class PromptStages:
         return item
 
     # -- persistence of artifacts ---------------------------------------------------------
-    def persist_artifact(self, art: Artifact, minibatch: list[str], feedback: dict, operator: str) -> None:
+    def persist_artifact(self, art: Artifact, minibatch: list[str], feedback: dict, operator: str,
+                         lineage: bool = True) -> None:
         ctx, now = self.ctx, time.time()
         ctx.store.upsert_artifact(
             ctx.run_id,
@@ -293,7 +367,7 @@ class PromptStages:
             created_at=art.created_at,
             meta=dict(art.meta),
         )
-        for parent in art.parent_ids:
+        for parent in art.parent_ids if lineage else ():
             ctx.store.insert_lineage(ctx.run_id, parent, art.artifact_id, operator, now)
         rows = [(ex, "val", score, feedback.get(ex, ""), "evaluate") for ex, score in art.val_scores.items()]
         ctx.store.insert_evaluations(ctx.run_id, art.artifact_id, rows, now)

@@ -142,7 +142,7 @@ class AttachBackend(Backend):
             llm_calls=int(tally.get("llm_calls", 0)), prompt_tokens=int(tally.get("prompt_tokens", 0)),
             completion_tokens=int(tally.get("completion_tokens", 0)),
             budget_spent=MappingProxyType(dict(counters.get("budget") or {})),
-            budget_limits=MappingProxyType({k.removesuffix("max_").replace("max_", ""): v for k, v in limits.items()}),
+            budget_limits=MappingProxyType({k.removeprefix("max_"): v for k, v in limits.items()}),
             budget_exhausted=None, max_gap=int((config.get("pipeline") or {}).get("max_gap", 0) or 0),
             review_pending=0, review_gates=MappingProxyType({}),
         )

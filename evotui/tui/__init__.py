@@ -1,0 +1,1 @@
+"""The Textual front end. Only this package (and evotui.bench_ui) imports textual."""

@@ -1,0 +1,163 @@
+"""Dashboard panels. Each renders one Frame into markup that uses theme variables only; states
+and warnings are spelled out in words or symbols as well as colour.
+"""
+
+from __future__ import annotations
+
+from textual.app import ComposeResult
+from textual.containers import Vertical
+from textual.markup import escape
+from textual.widgets import Sparkline, Static
+
+from evotui.tui.backend import Frame
+
+BARS = "▁▂▃▄▅▆▇█"
+
+
+def spark(values: tuple[int, ...] | list[int], width: int = 16) -> str:
+    vals = list(values)[-width:]
+    if not vals:
+        return ""
+    top = max(vals) or 1
+    return "".join(BARS[min(len(BARS) - 1, int(v / top * (len(BARS) - 1)))] for v in vals)
+
+
+def bar(fraction: float, width: int = 12) -> str:
+    fraction = max(0.0, min(1.0, fraction))
+    full = int(round(fraction * width))
+    return "█" * full + "░" * (width - full)
+
+
+def fmt(value: float | None, spec: str = ".3f") -> str:
+    return "-" if value is None else format(value, spec)
+
+
+def panel_title(widget: Static, title: str) -> None:
+    widget.border_title = title
+
+
+class Panel(Static):
+    """A bordered block of markup; subclasses implement text(frame)."""
+
+    TITLE = ""
+
+    def on_mount(self) -> None:
+        self.border_title = self.TITLE
+
+    def show(self, frame: Frame, **ctx) -> None:
+        self.update(self.text(frame, **ctx))
+
+    def text(self, frame: Frame, **ctx) -> str:
+        raise NotImplementedError
+
+
+class QueuePanel(Panel):
+    TITLE = "Queues"
+
+    def text(self, frame: Frame, selected: str = "", **ctx) -> str:
+        snap = frame.snap
+        if not snap.stages:
+            return "[$text-muted]no live queue data (read-only attach)[/]"
+        lines = ["[b]  stage      depth  busy/wk  rate/s  history[/]"]
+        for st in snap.stages:
+            mark = "▶" if st.name == selected else " "
+            full = st.blocked > 0 or st.depth >= st.capacity
+            bp = " [$warning b]BP[/]" if full else ""
+            hist = spark(frame.depth_history.get(st.name, ()))
+            lines.append(f"{mark} {st.name:<9} {st.depth:>3}/{st.capacity:<3} {st.busy:>3}/{st.workers:<4}"
+                         f" {st.rate_per_s:>6.2f}  [$primary]{hist}[/]{bp}")
+        return "\n".join(lines)
+
+
+class GapsPanel(Panel):
+    TITLE = "Version gaps"
+
+    def text(self, frame: Frame, **ctx) -> str:
+        snap = frame.snap
+        guard = f" max gap {snap.max_gap}" if snap.policy == "guarded" else ""
+        lines = [f"pool [b]v{snap.pool_version}[/] · {snap.pool_size} artifacts · policy [b]{snap.policy}[/]{guard}"]
+        hist = dict(snap.gap_histogram)
+        top = max(hist.values(), default=0) or 1
+        for gap in sorted(hist)[:5]:
+            lines.append(f"gap {gap:>2} [$accent]{bar(hist[gap] / top, 10)}[/] {hist[gap]}")
+        counts = " ".join(f"{k} {v}" for k, v in sorted(snap.staleness.items())) or "no checks yet"
+        lines.append(f"decisions: {escape(counts)} · discarded {snap.discarded_stale}")
+        lines.extend(f"[$text-muted]{escape(d)}[/]" for d in frame.decisions[-3:])
+        return "\n".join(lines)
+
+
+class LLMPanel(Panel):
+    TITLE = "LLM"
+
+    def text(self, frame: Frame, **ctx) -> str:
+        lines = ["[b]endpoint    in-fl  calls  err retry   p50    p95   tok in/out[/]"]
+        for s in frame.llm:
+            err = f"[$error]{s.errors}[/]" if s.errors else "0"
+            lines.append(f"{escape(s.endpoint):<11} {s.in_flight:>5} {s.calls:>6} {err:>4} {s.retries:>5}"
+                         f" {fmt(s.p50_s, '5.2f'):>6} {fmt(s.p95_s, '5.2f'):>6}  {s.tokens_in}/{s.tokens_out}")
+        return "\n".join(lines)
+
+
+class BudgetPanel(Panel):
+    TITLE = "Budget"
+
+    def text(self, frame: Frame, **ctx) -> str:
+        snap = frame.snap
+        lines = []
+        for key, limit in snap.budget_limits.items():
+            if limit is None:
+                continue
+            spent = float(snap.budget_spent.get(key, 0.0))
+            left = max(0.0, limit - spent)
+            lines.append(f"{key:<12} [$primary]{bar(spent / limit if limit else 1.0)}[/] {spent:g}/{limit:g} · left {left:g}")
+        if not lines:
+            lines.append("no limits set")
+        lines.append(f"reserved by {snap.in_flight_items} in-flight items")
+        if snap.budget_exhausted:
+            lines.append(f"[$warning b]EXHAUSTED[/]: {escape(snap.budget_exhausted)}")
+        return "\n".join(lines)
+
+
+class ScoresPanel(Vertical):
+    """Best and mean validation score over time (two sparklines) and rates."""
+
+    def compose(self) -> ComposeResult:
+        yield Static(id="scores-text")
+        yield Static("best", classes="spark-label")
+        yield Sparkline((), id="spark-best")
+        yield Static("mean", classes="spark-label")
+        yield Sparkline((), id="spark-mean")
+
+    def on_mount(self) -> None:
+        self.border_title = "Scores"
+
+    def show(self, frame: Frame, **ctx) -> None:
+        snap = frame.snap
+        acc = frame.acceptance
+        rate_basis = "sim-min" if snap.simulated else "min"
+        self.query_one("#scores-text", Static).update(
+            f"best [b]{fmt(snap.best_score)}[/] ({escape(snap.best_id or '-')}) · seed {fmt(snap.seed_score)}\n"
+            f"{frame.proposals_per_min:.2f} proposals/{rate_basis} · acceptance {fmt(acc and acc * 100, '.0f')}%"
+            f" · {snap.accepted} acc / {snap.rejected} rej / {snap.failed} fail")
+        hist = frame.score_history
+        self.query_one("#spark-best", Sparkline).data = tuple(float(b) for b, _ in hist)
+        self.query_one("#spark-mean", Sparkline).data = tuple(float(m) for _, m in hist)
+
+
+class StatusBar(Static):
+    """One line on every screen: run state (in words), simulated banner, source, pending reviews."""
+
+    def show(self, frame: Frame | None, selected: str = "") -> None:
+        if frame is None:
+            self.update("[$text-muted]waiting for the run...[/]")
+            return
+        snap = frame.snap
+        state = frame.finished.upper() if frame.finished else snap.state.upper()
+        style = {"RUNNING": "$success", "PAUSED": "$warning", "DRAINING": "$warning"}.get(state, "$error")
+        sim = f" [$evo-banner b]SIMULATED x{frame.time_scale:g}[/]" if snap.simulated else ""
+        gates = "+".join(g for g, on in snap.review_gates.items() if on) or "off"
+        ro = "" if frame.can_control else " [$error]READ-ONLY[/]"
+        self.update(
+            f"[{style} b]■ {state}[/]{sim} {escape(snap.run_id)} · {escape(frame.source)}{ro} · "
+            f"{snap.elapsed_s:,.0f}s · v{snap.pool_version} · best {fmt(snap.best_score)} · "
+            f"review {snap.review_pending} waiting (gates {gates}) · stage {selected or '-'}")
