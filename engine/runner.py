@@ -17,12 +17,13 @@ import httpx
 
 from engine import events as ev
 from engine.budget import Budget
-from engine.config import SIM_URL, ConfigError, EndpointConfig, RunConfig, build_config
+from engine.config import LOCAL_URL, SIM_URL, ConfigError, EndpointConfig, RunConfig, build_config
 from engine.context import CallSink, FatalRunError, RunContext, Tally
 from engine.events import EventBus
 from engine.items import WorkItem
 from engine.llm.client import LLMClient
 from engine.llm.errors import LLMError
+from engine.llm.local import LocalServerError, client_endpoint, start_for_config
 from engine.llm.sim import sim_transport
 from engine.pipeline.orchestrator import Orchestrator
 from engine.pipeline.staleness import make_policy
@@ -65,6 +66,8 @@ class EngineRun:
         self.backlog = backlog
         self.orchestrator = Orchestrator(ctx)
         ctx.call_sink.target = self.orchestrator.recorder.llm_call
+        if ctx.local_server is not None:  # a dead managed server stops the run (resumable)
+            ctx.local_server.watch(self.stop)
         self.pipeline_s = 0.0
 
     # -- construction ---------------------------------------------------------------------
@@ -180,6 +183,8 @@ class EngineRun:
         clients = {id(c): c for c in (ctx.task_llm, ctx.reflection_llm)}
         for client in clients.values():
             await client.aclose()
+        if ctx.local_server is not None:
+            ctx.local_server.stop()
         await ctx.store.close()
         ctx.bus.close()
 
@@ -247,9 +252,16 @@ async def _build_context(run_id: str, config: RunConfig, task: PromptTask, store
         transport, sim_state = sim_transport(config.sim)
 
     sink = CallSink()
+    try:
+        local = await start_for_config(config)
+    except LocalServerError as exc:
+        await store.close()
+        raise SetupError(str(exc), exit_code=exc.exit_code) from None
 
     def make(ep: EndpointConfig, name: str) -> LLMClient:
         _api_key_check(ep)
+        if ep.url == LOCAL_URL:
+            return LLMClient(client_endpoint(ep, local), name=name, on_call=sink)
         if ep.url == SIM_URL:
             return LLMClient(ep, name=name, transport=transport, base_url=SIM_BASE, on_call=sink)
         return LLMClient(ep, name=name, on_call=sink)
@@ -261,10 +273,14 @@ async def _build_context(run_id: str, config: RunConfig, task: PromptTask, store
             await client.check()
     except (LLMError, SetupError) as exc:
         await store.close()
+        if local is not None:
+            local.stop()
         code = exc.exit_code if isinstance(exc, SetupError) else 3
         raise SetupError(str(exc), exit_code=code) from None
     rng = random.Random(config.seed)
     backend = f"simulated:{config.sim.profile}" if config.uses_sim else config.task_llm.url
+    if local is not None:
+        backend = f"local:{local.model.name}"
     ctx = RunContext(
         run_id=run_id,
         config=config,
@@ -280,6 +296,7 @@ async def _build_context(run_id: str, config: RunConfig, task: PromptTask, store
         sampler=MinibatchSampler(task.train_ids, config.pipeline.minibatch_size, random.Random(config.seed + 1)),
         backend=backend,
         call_sink=sink,
+        local_server=local,
         val_order=ValidationOrder(task.val_ids, config.pipeline.reorder_k),
     )
     return ctx, sim_state

@@ -3,6 +3,8 @@
 Every run gets a fresh simulated backend with identical settings (profile, time scale, seed),
 so the only difference between rows is the execution mode. Throughput is proposals per
 *simulated* minute of pipeline time; figures are medians over seeds with min-max spread.
+`--zero-latency` instead measures the engine itself: a backend that answers instantly, SQLite
+on, reporting LLM calls and proposals per wall second.
 """
 
 from __future__ import annotations
@@ -10,30 +12,41 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import statistics
 import sys
 import tempfile
 from pathlib import Path
 
 from engine.runner import EngineRun, SetupError
+from evotui import bench_report as report
 
+_REFLECTIVE = {"mode": "async", "policy": "reflective", "max_gap": 0}
 MODES = {
     "sync": {"pipeline": {"mode": "sync"}},
+    "pxn": {"pipeline": {"mode": "pxn"}},
     "async": {"pipeline": {"mode": "async", "policy": "full"}},
     "async-guarded": {"pipeline": {"mode": "async", "policy": "guarded", "max_gap": 2}},
+    "async-reflective": {"pipeline": dict(_REFLECTIVE)},
+    "async-spec": {"pipeline": {**_REFLECTIVE, "speculation": True}},
+    "async-best": {"pipeline": {**_REFLECTIVE, "speculation": True, "adaptive": True}},
 }
+DEFAULT_MODES = "sync,pxn,async,async-guarded,async-reflective,async-best"
+ZERO_LATENCY_SCALE = 1e9
 
 
-async def run_one(task: str, mode: str, seed: int, profile: str, proposals: int, time_scale: float | None, db: Path) -> dict:
+async def run_one(task: str, mode: str, seed: int, profile: str, proposals: int, time_scale: float | None,
+                  db: Path, extra: dict | None = None) -> dict:
     sim: dict = {"profile": profile, "seed": seed}
     if time_scale is not None:
         sim["time_scale"] = time_scale
     layer = {"seed": seed, "sim": sim, "budget": {"max_proposals": proposals}, **MODES[mode]}
-    run = await EngineRun.create(task, [("bench", layer)], db)
+    layers = [("bench", layer)] + ([("bench overrides", extra)] if extra else [])
+    run = await EngineRun.create(task, layers, db)
     result = await run.run()
     s = result.summary
     state = run.sim_state
-    util = state.throughput_utilization() if state is not None else None
+    ctx = run.ctx
+    checks = sum(v for k, v in ctx.staleness_counts.items() if not k.startswith("reflect_"))
+    patched = ctx.staleness_counts.get("reflect_patch", 0)
     return {
         "mode": mode,
         "seed": seed,
@@ -44,93 +57,50 @@ async def run_one(task: str, mode: str, seed: int, profile: str, proposals: int,
         "best_score": s["best_score"],
         "seed_score": s["seed_score"],
         "accepted": s["accepted"],
+        "llm_calls": s["llm_calls"],
         "tokens_generated": s["completion_tokens"],
         "tokens_wasted": s["wasted_tokens"],
-        "discarded_stale": s["discarded_stale"],
-        "utilization": util,
+        "discarded_pct": 100.0 * s["discarded_stale"] / checks if checks else 0.0,
+        "patched_pct": 100.0 * patched / checks if checks else 0.0,
+        "gap_p50": report.percentile(dict(ctx.gap_histogram), 0.5),
+        "gap_p95": report.percentile(dict(ctx.gap_histogram), 0.95),
+        "utilization": state.throughput_utilization() if state is not None else None,
         "wall_s": s["wall_s"],
-        "best_history": [list(p) for p in run.ctx.best_history],
+        "pipeline_wall_s": run.pipeline_s,
+        "best_history": [list(p) for p in ctx.best_history],
     }
 
 
-def best_at(history: list[list[float]], t: float) -> float | None:
-    """Best validation score reached by wall time t (history: (elapsed, best) on improvement)."""
-    reached = [score for when, score in history if when <= t]
-    return max(reached) if reached else None
+async def zero_latency(task: str, proposals: int, db_dir: Path) -> dict:
+    """Engine overhead: instant backend, SQLite on, enough items in flight to saturate the CPU."""
+    extra = {"pipeline": {"max_in_flight": 32, "queue_capacity": 64}}
+    row = await run_one(task, "async", 0, "vllm", proposals, ZERO_LATENCY_SCALE, db_dir / "zero.db", extra)
+    wall = row["pipeline_wall_s"] or row["wall_s"]
+    return {"mode": "async-zero-latency", "llm_calls": row["llm_calls"], "proposals": row["proposals"],
+            "pipeline_wall_s": round(wall, 3), "llm_calls_per_s": round(row["llm_calls"] / wall, 1),
+            "proposals_per_s": round(row["proposals"] / wall, 2)}
 
 
-def add_equal_time_scores(results: dict[str, list[dict]]) -> None:
-    """For each seed, score every mode at the moment the fastest mode finished its budget."""
-    seeds = {r["seed"] for rows in results.values() for r in rows}
-    for seed in seeds:
-        rows = [r for rows in results.values() for r in rows if r["seed"] == seed]
-        horizon = min(r["wall_s"] for r in rows)
-        for r in rows:
-            r["best_at_equal_time"] = best_at(r["best_history"], horizon)
-
-
-def _agg(rows: list[dict], key: str) -> tuple[float | None, float | None, float | None]:
-    vals = [r[key] for r in rows if r.get(key) is not None]
-    if not vals:
-        return None, None, None
-    return statistics.median(vals), min(vals), max(vals)
-
-
-def summarise(results: dict[str, list[dict]], profile: str) -> list[dict]:
-    sync_med = _agg(results.get("sync", []), "proposals_per_min")[0]
-    out = []
-    for mode, rows in results.items():
-        med, lo, hi = _agg(rows, "proposals_per_min")
-        out.append(
-            {
-                "mode": mode,
-                "profile": profile,
-                "simulated": True,
-                "seeds": len(rows),
-                "proposals_per_min": med,
-                "proposals_per_min_min": lo,
-                "proposals_per_min_max": hi,
-                "ratio_vs_sync": (med / sync_med) if med is not None and sync_med else None,
-                "best_score": _agg(rows, "best_score")[0],
-                "best_at_equal_time": _agg(rows, "best_at_equal_time")[0],
-                "seed_score": _agg(rows, "seed_score")[0],
-                "utilization": _agg(rows, "utilization")[0],
-                "tokens_generated": _agg(rows, "tokens_generated")[0],
-                "tokens_wasted": _agg(rows, "tokens_wasted")[0],
-                "runs": rows,
-            }
-        )
-    return out
-
-
-def print_table(rows: list[dict], proposals: int) -> None:
-    def f(v, spec=".2f"):
-        return "-" if v is None else format(v, spec)
-
-    print(f"evotui bench -- SIMULATED backend, profile {rows[0]['profile']}, {proposals} proposals per run, "
-          f"{rows[0]['seeds']} seed(s); medians (min-max)")
-    print("best = best validation score at equal proposals; best@t = at the time the fastest mode finished; "
-          "util = generated tokens / (elapsed x peak throughput)")
-    print(f"{'mode':14} {'proposals/sim-min':>24} {'x sync':>7} {'best':>6} {'best@t':>6} {'seed':>6} {'util':>6} "
-          f"{'tok gen':>9} {'tok wasted':>10}")
-    for r in rows:
-        spread = f"{f(r['proposals_per_min'])} ({f(r['proposals_per_min_min'])}-{f(r['proposals_per_min_max'])})"
-        print(
-            f"{r['mode']:14} {spread:>24} {f(r['ratio_vs_sync']):>7} {f(r['best_score'], '.3f'):>6} "
-            f"{f(r['best_at_equal_time'], '.3f'):>6} "
-            f"{f(r['seed_score'], '.3f'):>6} {f(r['utilization'], '.2f'):>6} {f(r['tokens_generated'], '.0f'):>9} "
-            f"{f(r['tokens_wasted'], '.0f'):>10}"
-        )
+def _parse_modes(spec: str) -> list[str]:
+    modes = [m.strip() for m in spec.split(",") if m.strip()]
+    unknown = [m for m in modes if m not in MODES]
+    if unknown:
+        raise ValueError(f"unknown mode(s) {', '.join(unknown)}; choose from {', '.join(MODES)}")
+    if "sync" not in modes:
+        modes.insert(0, "sync")
+    return modes
 
 
 def main(args: argparse.Namespace) -> int:
-    modes = [m.strip() for m in args.modes.split(",") if m.strip()]
-    unknown = [m for m in modes if m not in MODES]
-    if unknown:
-        print(f"evotui: error: unknown mode(s) {', '.join(unknown)}; choose from {', '.join(MODES)}", file=sys.stderr)
+    from evotui import bench_real
+
+    if bench_real.wanted(args):  # --llm-url URL / --llm local: a real server, wall-clock throughput
+        return bench_real.main(args)
+    try:
+        modes = _parse_modes(args.modes or DEFAULT_MODES)
+    except ValueError as exc:
+        print(f"evotui: error: {exc}", file=sys.stderr)
         return 2
-    if "sync" not in modes:
-        modes.insert(0, "sync")
     if args.seeds < 1 or args.proposals < 1:
         print("evotui: error: --seeds and --proposals must be at least 1", file=sys.stderr)
         return 2
@@ -138,13 +108,16 @@ def main(args: argparse.Namespace) -> int:
     async def go() -> dict[str, list[dict]]:
         results: dict[str, list[dict]] = {m: [] for m in modes}
         with tempfile.TemporaryDirectory(prefix="evotui-bench-") as tmp:
+            if args.zero_latency:
+                results = {"zero": [await zero_latency(args.task, args.proposals, Path(tmp))]}
+                return results
             for seed in range(args.seeds):
-                for mode in modes:
-                    db = Path(tmp) / f"{mode}-{seed}.db"
-                    row = await run_one(args.task, mode, seed, args.profile, args.proposals, args.time_scale, db)
+                for mode in modes:  # interleaved, so machine drift hits every mode alike
+                    row = await run_one(args.task, mode, seed, args.profile, args.proposals, args.time_scale,
+                                        Path(tmp) / f"{mode}-{seed}.db")
                     results[mode].append(row)
                     if not args.json:
-                        print(f"  {mode:14} seed {seed}: {row['proposals_per_min']:.2f} proposals/sim-min, "
+                        print(f"  {mode:17} seed {seed}: {row['proposals_per_min']:.2f} proposals/min, "
                               f"best {row['best_score']:.3f}", file=sys.stderr, flush=True)
         return results
 
@@ -153,11 +126,21 @@ def main(args: argparse.Namespace) -> int:
     except SetupError as exc:
         print(f"evotui: error: {exc}", file=sys.stderr)
         return exc.exit_code
-    add_equal_time_scores(results)
-    rows = summarise(results, args.profile)
+    if args.zero_latency:
+        row = results["zero"][0]
+        print(json.dumps(row) if args.json else
+              f"engine overhead (zero-latency simulated backend, SQLite on): {row['llm_calls_per_s']} LLM calls/s, "
+              f"{row['proposals_per_s']} proposals/s over {row['pipeline_wall_s']} s ({row['llm_calls']} calls)")
+        return 0
+    report.add_equal_time_scores(results)
+    rows = report.summarise(results, args.profile, simulated=True)
+    if args.out is not None:
+        args.out.write_text(json.dumps(rows, indent=1))
     if args.json:
         for r in rows:
             print(json.dumps(r))
     else:
-        print_table(rows, args.proposals)
+        print(report.table(rows, args.proposals, "simulated"))
+        print()
+        print(report.plot(results))
     return 0

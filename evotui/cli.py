@@ -38,6 +38,19 @@ def build_parser() -> argparse.ArgumentParser:
     options.add_budget_flags(res)
     _add_common(res)
 
+    att = sub.add_parser("attach", help="open the UI on a run another process drives (read-only unless it serves control)")
+    att.add_argument("run_id", nargs="?", help="run id (default: the latest in --db)")
+    att.add_argument("--db", type=Path, default=DEFAULT_DB, help=f"SQLite database (default {DEFAULT_DB})")
+    _add_ui_flags(att)
+
+    bui = sub.add_parser("bench-ui", help="throughput of the same run headless and under the TUI")
+    bui.add_argument("task", nargs="?", default="rules")
+    bui.add_argument("--proposals", type=int, default=40)
+    bui.add_argument("--time-scale", type=float, default=100.0)
+    bui.add_argument("--repeats", type=int, default=3, help="runs per front end (median reported)")
+    bui.add_argument("--size", default="160x48", help="TUI terminal size, WxH")
+    bui.add_argument("--json", action="store_true")
+
     runs = sub.add_parser("runs", help="list runs in a database")
     runs.add_argument("--db", type=Path, default=DEFAULT_DB, help=f"SQLite database (default {DEFAULT_DB})")
     runs.add_argument("--json", action="store_true")
@@ -52,9 +65,17 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--profile", choices=["vllm", "api"], default="vllm")
     bench.add_argument("--seeds", type=int, default=3, help="seeds per mode (default 3)")
     bench.add_argument("--proposals", type=int, default=24, help="proposal budget per run (default 24)")
-    bench.add_argument("--modes", default="sync,async", help="comma-separated: sync,async,async-guarded")
+    bench.add_argument("--modes", default=None, help="comma-separated, from: sync, pxn, async, async-guarded, "
+                       "async-reflective, async-spec, async-best (default: all but async-spec)")
     bench.add_argument("--time-scale", type=float, default=None, help="simulated seconds per wall second")
     bench.add_argument("--json", action="store_true", help="print one JSON object per mode instead of a table")
+    bench.add_argument("--out", type=Path, metavar="FILE", help="also write the per-mode results as JSON to FILE")
+    bench.add_argument("--zero-latency", action="store_true",
+                       help="measure engine overhead: instant backend, report LLM calls/s and proposals/s")
+    from evotui import bench_real, local_cmd
+
+    bench_real.add_flags(bench)  # --llm-url URL / --llm local: sync vs async on a real server
+    local_cmd.add_parser(sub)  # evotui local serve
 
     sim = sub.add_parser("sim-server", help="serve the simulated backend on 127.0.0.1 over HTTP")
     sim.add_argument("--port", type=int, default=8000)
@@ -71,6 +92,13 @@ def _add_common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--events", type=Path, metavar="FILE", help="append JSONL events to FILE (- for stdout)")
     p.add_argument("--progress-every", type=float, default=2.0, metavar="SECONDS")
     p.add_argument("--quiet", action="store_true", help="no progress lines")
+    _add_ui_flags(p)
+
+
+def _add_ui_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--theme", metavar="NAME", help="UI theme (themes/*.toml or a Textual theme); default evotui-dark")
+    p.add_argument("--no-mouse", action="store_true", help="UI: no mouse reporting (less traffic over SSH)")
+    p.add_argument("--ui-config", type=Path, metavar="FILE", help="UI settings TOML (theme, keymap, refresh_hz); or $EVOTUI_UI_CONFIG")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -92,10 +120,22 @@ def main(argv: list[str] | None = None) -> int:
 def _dispatch(args: argparse.Namespace) -> int:
     if args.command in ("run", "resume"):
         return _run(args)
+    if args.command == "attach":
+        from evotui.tui.launch import run_attach
+
+        return run_attach(args)
+    if args.command == "bench-ui":
+        from evotui import bench_ui
+
+        return bench_ui.main(args)
     if args.command in ("runs", "show"):
         from evotui import inspect_cmd
 
         return asyncio.run(inspect_cmd.main(args))
+    if args.command == "local":
+        from evotui import local_cmd
+
+        return local_cmd.main(args)
     if args.command == "bench":
         from evotui import bench
 
@@ -109,7 +149,9 @@ def _dispatch(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     if not args.no_ui:
-        raise UsageError("the terminal UI is not available yet; pass --no-ui to run headless")
+        from evotui.tui.launch import run_tui
+
+        return run_tui(args)
     from engine.runner import EngineRun, SetupError
     from evotui.headless import drive
 

@@ -30,6 +30,7 @@ def add_run_flags(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("LLM endpoints (default: the embedded simulated backend)")
     g.add_argument("--llm-url", metavar="URL", help="OpenAI-compatible base URL incl. /v1, e.g. http://127.0.0.1:8000/v1")
     g.add_argument("--model", metavar="NAME", help="model name at --llm-url")
+    add_local_flags(g)
     g.add_argument("--api-key-env", metavar="VAR", help="environment variable holding the API key")
     g.add_argument("--reflection-url", metavar="URL", help="separate endpoint for the proposer (default: --llm-url)")
     g.add_argument("--reflection-model", metavar="NAME")
@@ -45,6 +46,32 @@ def add_run_flags(p: argparse.ArgumentParser) -> None:
     e.add_argument("--minibatch", type=int, metavar="N")
     e.add_argument("--seed", type=int)
     add_budget_flags(p)
+
+
+def add_local_flags(g) -> None:
+    g.add_argument("--llm", choices=["sim", "local"], help="local: start a managed llama.cpp server on 127.0.0.1 "
+                   "with the bundled SmolLM2-135M (or --llm-model-path) and stop it when the run ends")
+    g.add_argument("--llm-model-path", metavar="FILE.gguf", help="--llm local: serve this GGUF model instead")
+
+
+LOCAL_DEFAULTS = {"task_llm": {"url": "local://", "model": "local", "max_tokens": 512, "temperature": 0.7}}
+"""Settings --llm local starts from (below --config and the other flags): a small model on CPU
+answers in hundreds of tokens, and one slot's context is [local] ctx (2048) tokens."""
+
+
+def local_layers(args: argparse.Namespace) -> tuple[list[tuple[str, dict]], dict]:
+    """(layers to put below --config, entries for the command-line layer) for --llm/--llm-model-path."""
+    llm, model_path = getattr(args, "llm", None), getattr(args, "llm_model_path", None)
+    if model_path and llm != "local":
+        raise ConfigError("--llm-model-path needs --llm local")
+    if llm != "local":
+        return [], ({"task_llm": {"url": "sim://"}} if llm == "sim" else {})
+    if getattr(args, "llm_url", None):
+        raise ConfigError("--llm local and --llm-url exclude each other; pass one of them")
+    cli: dict = {"task_llm": {"url": "local://"}}
+    if model_path:
+        cli["local"] = {"model_path": str(Path(model_path).expanduser().resolve())}
+    return [("--llm local defaults", LOCAL_DEFAULTS)], cli
 
 
 def _put(layer: dict, path: str, value) -> None:
@@ -70,10 +97,10 @@ def budget_layer(args: argparse.Namespace) -> dict:
 
 
 def config_layers(args: argparse.Namespace) -> list[tuple[str, dict]]:
-    layers: list[tuple[str, dict]] = []
+    below, cli = local_layers(args)
+    layers: list[tuple[str, dict]] = list(below)
     if args.config is not None:
         layers.append((str(args.config), read_toml(args.config)))
-    cli: dict = {}
     simple = {
         "llm_url": "task_llm.url",
         "model": "task_llm.model",

@@ -49,6 +49,13 @@ class ChatResult:
     completion_tokens: int
     latency_s: float
     retries: int
+    shrunk: bool = False
+    """The prompt overflowed the server's context and was shrunk by the caller's rule."""
+
+
+Shrink = Callable[[list[dict], LLMError], "list[dict] | None"]
+"""A caller's truncation rule: (messages, the context_overflow error) -> shorter messages, or
+None when nothing can be cut. See engine.llm.shrink."""
 
 
 @dataclass
@@ -108,7 +115,9 @@ class LLMClient:
         # The semaphore bounds requests, so the pool never needs more connections than that.
         limits = httpx.Limits(max_connections=cfg.max_concurrency, max_keepalive_connections=cfg.max_concurrency)
         self._http = httpx.AsyncClient(transport=transport, timeout=timeout, limits=limits)
-        self._in_flight = self._calls = self._errors = self._retries = 0
+        self._in_flight = self._calls = self._errors = self._retries = self._shrunk = 0
+        self.slots: int | None = None
+        """Slots the server reported (llama.cpp /props total_slots); concurrency is capped to it."""
 
     def __repr__(self) -> str:
         return f"LLMClient(name={self.name!r}, url={self.base_url!r}, model={self.model!r})"
@@ -130,6 +139,18 @@ class LLMClient:
     @property
     def retries(self) -> int:
         return self._retries
+
+    @property
+    def shrunk(self) -> int:
+        """Calls whose prompt was shrunk after a context overflow."""
+        return self._shrunk
+
+    def match_slots(self, slots: int) -> None:
+        """Send at most `slots` requests at once (the server queues the rest, which would count
+        against our timeouts). Only before the first chat()."""
+        if slots < self._cfg.max_concurrency and self._in_flight == 0:
+            self._sem = asyncio.Semaphore(slots)
+        self.slots = slots
 
     async def aclose(self) -> None:
         await self._http.aclose()
@@ -185,7 +206,7 @@ class LLMClient:
             raise bad_response(self.base_url, "message content is not text")
         return _Reply(content or "", choices[0].get("finish_reason"), data.get("usage"))
 
-    async def _read_sse(self, resp: httpx.Response, t0: float) -> _Reply:
+    async def _read_sse(self, resp: httpx.Response, t0: float, first: asyncio.Timeout | None = None) -> _Reply:
         parts: list[str] = []
         finish: str | None = None
         usage: dict | None = None
@@ -217,6 +238,8 @@ class LLMClient:
                 content = delta.get("content")
                 if (content or delta.get("reasoning_content") or delta.get("reasoning")) and ttft is None:
                     ttft = time.perf_counter() - t0
+                    if first is not None:
+                        first.reschedule(None)  # the first-token deadline is met
                 if isinstance(content, str):
                     parts.append(content)
                 finish = choice.get("finish_reason") or finish
@@ -229,6 +252,17 @@ class LLMClient:
     # -- requests --------------------------------------------------------------------------------
 
     async def _attempt(self, payload: dict, headers: dict[str, str]) -> _Reply:
+        """One request. Timeouts: connect and between-bytes reads (httpx), first token
+        (streaming), and the whole attempt (total_timeout_s); each is retried as a timeout."""
+        total = self._cfg.total_timeout_s
+        try:
+            async with asyncio.timeout(total):
+                return await self._attempt_once(payload, headers)
+        except TimeoutError:
+            raise LLMError("timeout", f"{self.base_url} did not finish a request within total_timeout_s="
+                           f"{total:g}s; raise total_timeout_s or lower max_tokens", retryable=True) from None
+
+    async def _attempt_once(self, payload: dict, headers: dict[str, str]) -> _Reply:
         url = f"{self.base_url}/chat/completions"
         t0 = time.perf_counter()
         if not payload["stream"]:
@@ -236,14 +270,23 @@ class LLMClient:
             if not resp.is_success:
                 raise self._status_error(resp)
             return self._parse_completion(resp.text)
-        async with self._http.stream("POST", url, json=payload, headers=headers) as resp:
-            if not resp.is_success:
-                await resp.aread()
-                raise self._status_error(resp)
-            if resp.headers.get("content-type", "").startswith("application/json"):
-                await resp.aread()  # server ignored stream=true
-                return self._parse_completion(resp.text)
-            return await self._read_sse(resp, t0)
+        wait = self._cfg.first_token_timeout_s
+        try:
+            async with asyncio.timeout(wait) as first:
+                async with self._http.stream("POST", url, json=payload, headers=headers) as resp:
+                    if not resp.is_success:
+                        await resp.aread()
+                        raise self._status_error(resp)
+                    if resp.headers.get("content-type", "").startswith("application/json"):
+                        await resp.aread()  # server ignored stream=true
+                        return self._parse_completion(resp.text)
+                    return await self._read_sse(resp, t0, first)
+        except TimeoutError:
+            if not first.expired():
+                raise
+            raise LLMError("timeout", f"no first token from {self.base_url} within first_token_timeout_s={wait:g}s "
+                           "(queued or slow prompt processing); raise first_token_timeout_s or shorten the "
+                           "prompt", retryable=True) from None
 
     async def _attempts(self, payload: dict, headers: dict[str, str]) -> tuple[_Reply | None, LLMError | None, int]:
         """Retry transient failures; return the reply or the final error (not raised, so it carries no
@@ -268,7 +311,10 @@ class LLMClient:
             await self._sleep(delay)
 
     async def chat(self, messages: list[dict], *, stage: str, max_tokens: int | None = None,
-                   temperature: float | None = None, seed: int | None = None) -> ChatResult:
+                   temperature: float | None = None, seed: int | None = None,
+                   shrink: Shrink | None = None) -> ChatResult:
+        """One chat completion. shrink: on a context overflow, the caller's rule shortens the
+        prompt and the request is tried once more (in the same slot and the same CallRecord)."""
         payload: dict = {
             "model": self.model,
             "messages": messages,
@@ -283,8 +329,19 @@ class LLMClient:
         async with self._sem:
             self._in_flight += 1
             started_at, t0 = time.time(), time.perf_counter()
+            shrunk = False
             try:
                 reply, err, retries = await self._attempts(payload, self._headers(stage))
+                if reply is None and err is not None and err.kind == "context_overflow" and shrink is not None:
+                    smaller = shrink(messages, err)
+                    if smaller is not None and smaller != messages:
+                        messages, shrunk = smaller, True
+                        self._shrunk += 1
+                        reply, err, more = await self._attempts({**payload, "messages": smaller}, self._headers(stage))
+                        retries += 1 + more
+                        if err is not None and err.kind == "context_overflow":
+                            err.message += " (still too long after shrinking the prompt once)"
+                            err.args = (err.message,)
             finally:
                 self._in_flight -= 1
         latency = time.perf_counter() - t0
@@ -305,7 +362,7 @@ class LLMClient:
         self._report(CallRecord(status="length" if reply.finish_reason == "length" else "ok",
                                 finish_reason=reply.finish_reason, prompt_tokens=prompt,
                                 completion_tokens=completion, ttft_s=reply.ttft_s, error=None, **record))
-        return ChatResult(reply.text, reply.finish_reason, prompt, completion, latency, retries)
+        return ChatResult(reply.text, reply.finish_reason, prompt, completion, latency, retries, shrunk)
 
     def _report(self, rec: CallRecord) -> None:
         if self._on_call is not None:
@@ -318,13 +375,27 @@ class LLMClient:
             err.fatal = True
             raise err.redact(self._api_key())
 
+    async def _probe_slots(self) -> None:
+        """llama.cpp's GET /props reports total_slots: cap our concurrency to it. Other servers
+        have no such route (or another body), which leaves max_concurrency as configured."""
+        root = self.base_url[: -len("/v1")] if self.base_url.endswith("/v1") else self.base_url
+        try:
+            resp = await self._http.get(f"{root}/props", headers=self._headers())
+            data = json.loads(resp.text) if resp.is_success else None
+        except (httpx.HTTPError, ValueError):
+            return None  # optional probe: the chat requests will show any real problem
+        slots = data.get("total_slots") if isinstance(data, dict) else None
+        if isinstance(slots, int) and not isinstance(slots, bool) and slots > 0:
+            self.match_slots(slots)
+        return None
+
     async def _check(self) -> LLMError | None:
         try:
             resp = await self._http.get(f"{self.base_url}/models", headers=self._headers())
         except httpx.RequestError as exc:
             return transport_error(exc, self.base_url)
         if resp.status_code in (404, 405):
-            return None  # some servers have no /models route; chat() reports a bad model later
+            return await self._probe_slots()  # no /models route; chat() reports a bad model later
         if not resp.is_success:
             return self._status_error(resp)
         try:
@@ -333,10 +404,14 @@ class LLMClient:
             return bad_response(self.base_url, f"GET /models is not JSON ({one_line(resp.text, 60)!r})")
         listed = data.get("data") if isinstance(data, dict) else None
         if not isinstance(listed, list):
-            return None  # not a model list we understand: nothing to verify
-        ids = [m["id"] for m in listed if isinstance(m, dict) and isinstance(m.get("id"), str)]
-        if not ids or self.model in ids:
-            return None
+            return await self._probe_slots()  # not a model list we understand: nothing to verify
+        models = [m for m in listed if isinstance(m, dict) and isinstance(m.get("id"), str)]
+        ids = [m["id"] for m in models]
+        aliases = {a for m in models for a in (m.get("aliases") or []) if isinstance(a, str)}
+        if not ids or self.model in ids or self.model in aliases:
+            return await self._probe_slots()
+        if len(models) == 1 and models[0].get("owned_by") == "llamacpp":
+            return await self._probe_slots()  # llama.cpp serves one model and ignores `model`
         shown = ", ".join(ids[:10]) + (f" (+{len(ids) - 10} more)" if len(ids) > 10 else "")
         return LLMError("model_not_found", f"model '{self.model}' not found at {self.base_url}; "
                         f"available: {shown}; pass --model with one of them")

@@ -63,6 +63,10 @@ class LLMError(Exception):
         self.status = status
         self.retry_after = retry_after
         self.retries = retries
+        self.prompt_tokens: int | None = None
+        """context_overflow: the prompt's size in tokens, when the server said it (llama.cpp does)."""
+        self.context_tokens: int | None = None
+        """context_overflow: the context the prompt had to fit in, when the server said it."""
         super().__init__(self.message)
 
     def __str__(self) -> str:
@@ -151,10 +155,24 @@ def status_error(status: int, body: str, retry_after: str | None, *, url: str, m
                         "with a model the server serves and check the URL ends with /v1", status=status, fatal=True)
     if status == 413 or (status == 400 and is_context_overflow(detail)):
         # Not fatal: the caller can shrink the prompt and try again.
-        return LLMError("context_overflow", f"prompt too long for model '{model}' at {url} (HTTP {status}: "
-                        f"{detail}); shorten the prompt or raise the server's context length", status=status)
+        err = LLMError("context_overflow", f"prompt too long for model '{model}' at {url} (HTTP {status}: "
+                       f"{detail}); shorten the prompt or raise the server's context length", status=status)
+        err.prompt_tokens, err.context_tokens = _overflow_sizes(body)
+        return err
     return LLMError("bad_request", f"{url} rejected the request (HTTP {status}: {detail}); "
                     "check the model name, URL and request settings", status=status, fatal=True)
+
+
+def _overflow_sizes(body: str) -> tuple[int | None, int | None]:
+    """(prompt tokens, context tokens) from llama.cpp's exceed_context_size_error body."""
+    try:
+        err = json.loads(body).get("error")
+    except (ValueError, AttributeError):
+        return None, None
+    if not isinstance(err, dict):
+        return None, None
+    sizes = [err.get("n_prompt_tokens"), err.get("n_ctx")]
+    return tuple(v if isinstance(v, int) and v > 0 else None for v in sizes)  # type: ignore[return-value]
 
 
 def transport_error(exc: httpx.RequestError, url: str) -> LLMError:

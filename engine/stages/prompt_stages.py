@@ -16,6 +16,7 @@ from engine import events as ev
 from engine.context import FatalRunError, RunContext
 from engine.items import WorkItem
 from engine.llm.errors import LLMError
+from engine.llm.shrink import middle_out
 from engine.pool import Artifact
 from engine.selection.pareto import pareto_weights, sample_parent
 from engine.stages import reflection
@@ -90,7 +91,8 @@ class PromptStages:
         note = ""
         try:
             res = await ctx.task_llm.chat(
-                [{"role": "system", "content": prompt_text}, {"role": "user", "content": user}], stage=stage
+                [{"role": "system", "content": prompt_text}, {"role": "user", "content": user}], stage=stage,
+                shrink=middle_out,
             )
             output = res.text
             if res.finish_reason == "length":
@@ -137,7 +139,7 @@ class PromptStages:
         reason = ""
         child = None
         try:
-            res = await ctx.reflection_llm.chat(messages, stage="propose")
+            res = await ctx.reflection_llm.chat(messages, stage="propose", shrink=middle_out)
             if res.finish_reason == "length":
                 reason = "truncated (finish_reason=length)"
             else:
@@ -323,7 +325,7 @@ class PromptStages:
         tokens_before = item.tokens
         patched = None
         try:
-            res = await ctx.reflection_llm.chat(messages, stage="reflect")
+            res = await ctx.reflection_llm.chat(messages, stage="reflect", shrink=middle_out)
             if res.finish_reason == "length":
                 verdict, reason = "malformed", "reflection cut by max_tokens"
             else:

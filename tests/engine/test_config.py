@@ -104,7 +104,7 @@ def test_url_validation_rejects_other_schemes(url: str) -> None:
         build_config([("cli", {"task_llm": {"url": url}})])
     msg = str(info.value)
     assert "'task_llm.url'" in msg
-    assert "must be sim:// or start with http:// or https://" in msg
+    assert "must be sim://, local:// or start with http:// or https://" in msg
 
 
 @pytest.mark.parametrize(

@@ -6,12 +6,10 @@ tests/engine/fakes.py; requests are held with asyncio.Event gates, never with lo
 
 from __future__ import annotations
 
-import asyncio
-
 import pytest
 
 from engine.snapshot import EngineSnapshot
-from tests.engine.fakes import harness, idle, until  # noqa: F401  (harness is a fixture)
+from tests.engine.fakes import completion, harness, idle, until  # noqa: F401  (harness is a fixture)
 
 PIPELINE = ("rollout", "propose", "evaluate", "update")
 
@@ -197,7 +195,7 @@ async def test_no_item_is_admitted_while_paused_even_when_an_item_ends(harness) 
     run = await harness.create(pipeline={"mode": "async", "max_in_flight": 1}, budget={"max_proposals": 3})
     gate = fake.hold(is_item("propose", "i000001"))
     # Item 1's proposal fails (no fenced block): the item ends inside the held handler.
-    fake.override = lambda r: fake_reply("no instructions here") if r.stage == "propose" and r.item_id == "i000001" else None
+    fake.override = lambda r: completion("no instructions here") if r.stage == "propose" and r.item_id == "i000001" else None
     task = harness.start(run)
     await until(lambda: gate.arrived, what="item 1's proposal held")
     run.pause()
@@ -212,12 +210,6 @@ async def test_no_item_is_admitted_while_paused_even_when_an_item_ends(harness) 
     finally:
         run.resume_work()
         await harness.finish(task)
-
-
-def fake_reply(text: str, finish: str = "stop"):
-    from tests.engine.fakes import completion
-
-    return completion(text, finish)
 
 
 # -- 4. drain and stop ------------------------------------------------------------------------------

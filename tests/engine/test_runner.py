@@ -8,7 +8,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from tests.engine.fakes import SEED_PROMPT, completion, harness, idle, item_events, until  # noqa: F401
+from tests.engine.fakes import SEED_PROMPT, completion, harness, item_events, until  # noqa: F401
 
 
 def is_item(stage: str, item_id: str | None = None):

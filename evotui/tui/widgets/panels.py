@@ -32,10 +32,6 @@ def fmt(value: float | None, spec: str = ".3f") -> str:
     return "-" if value is None else format(value, spec)
 
 
-def panel_title(widget: Static, title: str) -> None:
-    widget.border_title = title
-
-
 class Panel(Static):
     """A bordered block of markup; subclasses implement text(frame)."""
 
@@ -58,14 +54,14 @@ class QueuePanel(Panel):
         snap = frame.snap
         if not snap.stages:
             return "[$text-muted]no live queue data (read-only attach)[/]"
-        lines = ["[b]  stage      depth  busy/wk  rate/s  history[/]"]
+        lines = ["[b] stage   depth  busy/wk  /s hist[/]"]
         for st in snap.stages:
             mark = "▶" if st.name == selected else " "
             full = st.blocked > 0 or st.depth >= st.capacity
-            bp = " [$warning b]BP[/]" if full else ""
-            hist = spark(frame.depth_history.get(st.name, ()))
-            lines.append(f"{mark} {st.name:<9} {st.depth:>3}/{st.capacity:<3} {st.busy:>3}/{st.workers:<4}"
-                         f" {st.rate_per_s:>6.2f}  [$primary]{hist}[/]{bp}")
+            bp = "[$warning b]BP[/]" if full else ""
+            hist = spark(frame.depth_history.get(st.name, ()), 5)
+            lines.append(f"{mark}{st.name:<8}{st.depth:>3}/{st.capacity:<3}{st.busy:>3}/{st.workers:<3}"
+                         f"{st.rate_per_s:>5.1f} [$primary]{hist}[/]{bp}")
         return "\n".join(lines)
 
 
@@ -90,11 +86,12 @@ class LLMPanel(Panel):
     TITLE = "LLM"
 
     def text(self, frame: Frame, **ctx) -> str:
-        lines = ["[b]endpoint    in-fl  calls  err retry   p50    p95   tok in/out[/]"]
+        lines = ["[b]endpoint  in-fl calls  err/retry  p50/p95 s[/]"]
         for s in frame.llm:
-            err = f"[$error]{s.errors}[/]" if s.errors else "0"
-            lines.append(f"{escape(s.endpoint):<11} {s.in_flight:>5} {s.calls:>6} {err:>4} {s.retries:>5}"
-                         f" {fmt(s.p50_s, '5.2f'):>6} {fmt(s.p95_s, '5.2f'):>6}  {s.tokens_in}/{s.tokens_out}")
+            err = f"[$error b]{s.errors} ERR[/]" if s.errors else "0"
+            lines.append(f"{escape(s.endpoint):<10}{s.in_flight:>5}{s.calls:>6}  {err}/{s.retries:<4} "
+                         f"{fmt(s.p50_s, '.2f')}/{fmt(s.p95_s, '.2f')}")
+            lines.append(f"[$text-muted]  tokens in {s.tokens_in:,} · out {s.tokens_out:,}[/]")
         return "\n".join(lines)
 
 
@@ -118,6 +115,13 @@ class BudgetPanel(Panel):
         return "\n".join(lines)
 
 
+def budget_line(snap) -> str:
+    for key, limit in snap.budget_limits.items():
+        if limit:
+            return f"{key} {float(snap.budget_spent.get(key, 0)):g}/{limit:g}"
+    return "no budget limit"
+
+
 class ScoresPanel(Vertical):
     """Best and mean validation score over time (two sparklines) and rates."""
 
@@ -137,8 +141,10 @@ class ScoresPanel(Vertical):
         rate_basis = "sim-min" if snap.simulated else "min"
         self.query_one("#scores-text", Static).update(
             f"best [b]{fmt(snap.best_score)}[/] ({escape(snap.best_id or '-')}) · seed {fmt(snap.seed_score)}\n"
-            f"{frame.proposals_per_min:.2f} proposals/{rate_basis} · acceptance {fmt(acc and acc * 100, '.0f')}%"
-            f" · {snap.accepted} acc / {snap.rejected} rej / {snap.failed} fail")
+            f"{frame.proposals_per_min:.2f} prop/{rate_basis} · accept {fmt(acc and acc * 100, '.0f')}%"
+            f" ({snap.accepted}/{snap.rejected}/{snap.failed} acc/rej/fail)\n"
+            f"[$text-muted]v{snap.pool_version} · stale gaps {sum(v for k, v in snap.gap_histogram.items() if k)}"
+            f" · discarded {snap.discarded_stale} · {budget_line(snap)}[/]")
         hist = frame.score_history
         self.query_one("#spark-best", Sparkline).data = tuple(float(b) for b, _ in hist)
         self.query_one("#spark-mean", Sparkline).data = tuple(float(m) for _, m in hist)

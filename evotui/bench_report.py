@@ -1,0 +1,125 @@
+"""Aggregation, table and terminal plot of `evotui bench` results (pure functions)."""
+
+from __future__ import annotations
+
+import statistics
+
+
+def percentile(hist: dict[int, int], q: float) -> float | None:
+    """q-quantile of a histogram {value: count}."""
+    total = sum(hist.values())
+    if not total:
+        return None
+    acc = 0
+    for value in sorted(hist):
+        acc += hist[value]
+        if acc >= q * total:
+            return float(value)
+    return float(max(hist))
+
+
+def best_at(history: list[list[float]], t: float) -> float | None:
+    """Best validation score reached by wall time t (history: (elapsed, best) on improvement)."""
+    reached = [score for when, score in history if when <= t]
+    return max(reached) if reached else None
+
+
+def add_equal_time_scores(results: dict[str, list[dict]]) -> None:
+    """For each seed, score every mode at the moment the fastest mode finished its budget."""
+    seeds = {r["seed"] for rows in results.values() for r in rows}
+    for seed in seeds:
+        rows = [r for rows in results.values() for r in rows if r["seed"] == seed]
+        horizon = min(r["wall_s"] for r in rows)
+        for r in rows:
+            r["best_at_equal_time"] = best_at(r["best_history"], horizon)
+
+
+def _agg(rows: list[dict], key: str) -> tuple[float | None, float | None, float | None]:
+    vals = [r[key] for r in rows if r.get(key) is not None]
+    if not vals:
+        return None, None, None
+    return statistics.median(vals), min(vals), max(vals)
+
+
+def summarise(results: dict[str, list[dict]], profile: str, simulated: bool) -> list[dict]:
+    sync_med = _agg(results.get("sync", []), "proposals_per_min")[0]
+    pxn_med = _agg(results.get("pxn", []), "proposals_per_min")[0]
+    out = []
+    for mode, rows in results.items():
+        med, lo, hi = _agg(rows, "proposals_per_min")
+        best, best_lo, best_hi = _agg(rows, "best_score")
+        out.append({
+            "mode": mode,
+            "profile": profile,
+            "simulated": simulated,
+            "seeds": len(rows),
+            "proposals_per_min": med,
+            "proposals_per_min_min": lo,
+            "proposals_per_min_max": hi,
+            "ratio_vs_sync": (med / sync_med) if med is not None and sync_med else None,
+            "ratio_vs_pxn": (med / pxn_med) if med is not None and pxn_med else None,
+            "utilization": _agg(rows, "utilization")[0],
+            "tokens_generated": _agg(rows, "tokens_generated")[0],
+            "tokens_wasted": _agg(rows, "tokens_wasted")[0],
+            "best_score": best,
+            "best_score_min": best_lo,
+            "best_score_max": best_hi,
+            "best_at_equal_time": _agg(rows, "best_at_equal_time")[0],
+            "seed_score": _agg(rows, "seed_score")[0],
+            "gap_p50": _agg(rows, "gap_p50")[0],
+            "gap_p95": _agg(rows, "gap_p95")[0],
+            "discarded_pct": _agg(rows, "discarded_pct")[0],
+            "patched_pct": _agg(rows, "patched_pct")[0],
+            "runs": rows,
+        })
+    return out
+
+
+def _f(v, spec: str = ".2f") -> str:
+    return "-" if v is None else format(v, spec)
+
+
+def table(rows: list[dict], proposals: int, basis: str) -> str:
+    lines = [
+        f"evotui bench -- {'SIMULATED backend, profile ' + rows[0]['profile'] if rows[0]['simulated'] else 'real endpoint'}, "
+        f"{proposals} proposals per run, {rows[0]['seeds']} seed(s); medians (min-max); throughput per {basis} minute",
+        "best = best validation score at equal proposals; best@t = when the fastest mode finished; util = tokens "
+        "generated / (elapsed x peak throughput); gap = version gap at consumption; disc/patch = % of checks",
+        f"{'mode':17} {'proposals/min':>21} {'x sync':>6} {'x pxn':>6} {'util':>5} {'best (min-max)':>19} {'best@t':>6} "
+        f"{'tok gen':>8} {'wasted':>7} {'gap50/95':>8} {'disc%':>5} {'patch%':>6}",
+    ]
+    for r in rows:
+        spread = f"{_f(r['proposals_per_min'])} ({_f(r['proposals_per_min_min'])}-{_f(r['proposals_per_min_max'])})"
+        best = f"{_f(r['best_score'], '.3f')} ({_f(r['best_score_min'], '.2f')}-{_f(r['best_score_max'], '.2f')})"
+        gaps = f"{_f(r['gap_p50'], '.0f')}/{_f(r['gap_p95'], '.0f')}"
+        lines.append(
+            f"{r['mode']:17} {spread:>21} {_f(r['ratio_vs_sync']):>6} {_f(r['ratio_vs_pxn']):>6} {_f(r['utilization']):>5} "
+            f"{best:>19} {_f(r['best_at_equal_time'], '.3f'):>6} {_f(r['tokens_generated'], '.0f'):>8} "
+            f"{_f(r['tokens_wasted'], '.0f'):>7} {gaps:>8} {_f(r['discarded_pct'], '.0f'):>5} {_f(r['patched_pct'], '.0f'):>6}"
+        )
+    return "\n".join(lines)
+
+
+def plot(results: dict[str, list[dict]], width: int = 60, height: int = 12) -> str:
+    """Best score over wall time, seed 0 of each mode, one marker letter per mode."""
+    series = {m: rows[0]["best_history"] for m, rows in results.items() if rows and rows[0]["best_history"]}
+    if not series:
+        return ""
+    t_max = max(max(t for t, _ in h) for h in series.values()) or 1.0
+    lo = min(min(s for _, s in h) for h in series.values())
+    hi = max(max(s for _, s in h) for h in series.values())
+    span = (hi - lo) or 1.0
+    grid = [[" "] * width for _ in range(height)]
+    legend = []
+    for n, (mode, hist) in enumerate(series.items()):
+        mark = chr(ord("A") + n)
+        legend.append(f"{mark}={mode}")
+        for x in range(width):
+            score = best_at(hist, t_max * x / (width - 1))
+            if score is not None:
+                y = height - 1 - round((score - lo) / span * (height - 1))
+                grid[y][x] = mark if grid[y][x] == " " else "*"
+    rows = [f"{hi - span * k / (height - 1):6.3f} |" + "".join(r) for k, r in enumerate(grid)]
+    rows.append(" " * 7 + "+" + "-" * width)
+    rows.append(" " * 8 + f"0{'wall seconds':^{width - 8}}{t_max:.0f}s")
+    return "best validation score over time (seed 0; * = overlap)\n" + "\n".join(rows) + "\n" + "  ".join(legend)

@@ -1,0 +1,60 @@
+"""Every user action as a Binding with an id (remappable through [keymap] in the UI config),
+a description (footer, F1 help) and a tooltip. Keys are ones every terminal sends over SSH:
+letters, digits, space, enter, escape, F1.
+"""
+
+from __future__ import annotations
+
+from textual.binding import Binding
+
+APP_BINDINGS = [
+    Binding("space", "toggle_pause", "Pause", id="pause", tooltip="Pause or resume the pipeline"),
+    Binding("d", "drain", "Drain", id="drain", tooltip="Admit nothing more; finish in-flight work (asks first)"),
+    Binding("q", "quit", "Quit", id="quit", tooltip="Quit; a live run is stopped and stays resumable (asks first)"),
+    Binding("1", "show('dashboard')", "Dash", id="screen.dashboard", tooltip="Dashboard"),
+    Binding("2", "show('review')", "Review", id="screen.review", tooltip="Patch review queue"),
+    Binding("3", "show('lineage')", "Lineage", id="screen.lineage", tooltip="Artifact tree"),
+    Binding("w", "next_stage", "Stage", id="stage.next", tooltip="Select the next stage for worker changes"),
+    Binding("plus,equals_sign", "workers(1)", "Wk+", id="workers.more", key_display="+",
+            tooltip="One more worker on the selected stage"),
+    Binding("minus", "workers(-1)", "Wk-", id="workers.less", key_display="-",
+            tooltip="One worker fewer on the selected stage"),
+    Binding("p", "toggle_policy", "Policy", id="policy", tooltip="Staleness policy: full <-> guarded"),
+    Binding("R", "toggle_gate('evaluate')", "Gate eval", id="gate.evaluate", show=False,
+            tooltip="Review proposals before evaluation on/off"),
+    Binding("C", "toggle_gate('update')", "Gate commit", id="gate.commit", show=False,
+            tooltip="Review proposals before commit on/off"),
+    Binding("x", "toggle_speculation", "Speculation", id="speculation", show=False,
+            tooltip="Speculative evaluation on/off (not in the engine yet)"),
+    Binding("f1", "toggle_help", "Help", id="help", tooltip="Show or hide the key help panel"),
+]
+
+REVIEW_BINDINGS = [
+    Binding("a", "approve", "Approve", id="review.approve", tooltip="Approve the selected proposal"),
+    Binding("r", "reject", "Reject", id="review.reject", tooltip="Reject, with an optional reason"),
+    Binding("e", "edit", "Edit", id="review.edit", tooltip="Edit the proposal in $EDITOR, then approve it"),
+    Binding("s", "skip", "Skip", id="review.skip", tooltip="Send to the back of the queue"),
+    Binding("A", "approve_all", "Approve all", id="review.approve_all", tooltip="Approve everything waiting"),
+    Binding("m", "diff_mode", "Unified/split", id="diff.mode", tooltip="Unified or side-by-side diff"),
+]
+
+LINEAGE_BINDINGS = [
+    Binding("enter", "open_diff", "Diff", id="lineage.diff", tooltip="Diff the artifact against its parent"),
+    Binding("y", "copy_id", "Copy id", id="lineage.copy_id", tooltip="Copy the artifact id (OSC 52)"),
+    Binding("Y", "copy_text", "Copy text", id="lineage.copy_text", tooltip="Copy the artifact text (OSC 52)"),
+]
+
+DIFF_BINDINGS = [
+    Binding("m", "diff_mode", "Unified/split", id="diffscreen.mode", tooltip="Unified or side-by-side diff"),
+    Binding("escape", "close", "Back", id="diffscreen.close", tooltip="Back"),
+]
+
+CONFIRM_BINDINGS = [
+    Binding("y", "answer(True)", "Yes", id="confirm.yes"),
+    Binding("n,escape", "answer(False)", "No", id="confirm.no"),
+]
+
+
+def binding_ids() -> list[str]:
+    groups = (APP_BINDINGS, REVIEW_BINDINGS, LINEAGE_BINDINGS, DIFF_BINDINGS, CONFIRM_BINDINGS)
+    return [b.id for group in groups for b in group if b.id]

@@ -1,0 +1,176 @@
+"""Patch review: proposals held before evaluation (gate "evaluate") or before commit ("update").
+
+The pipeline keeps running while items wait. Decisions go through the backend, which persists
+them (reviews table) and shows them in the lineage. Editing hands the terminal to $EDITOR via
+App.suspend; every failure (no editor, non-zero exit, empty text) leaves the item waiting.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shlex
+import tempfile
+import time
+from pathlib import Path
+
+from textual.app import ComposeResult, SuspendNotSupported
+from textual.containers import Horizontal
+from textual.widgets import DataTable
+
+from evotui.tui.backend import Frame
+from evotui.tui.keymap import REVIEW_BINDINGS
+from evotui.tui.screens.base import EvoScreen, ReasonScreen
+from evotui.tui.widgets.diffview import DiffView, looks_like_code
+
+
+class ReviewScreen(EvoScreen):
+    BINDINGS = REVIEW_BINDINGS
+    HELP = """\
+## Review queue
+Turn gates on with **R** (before evaluation) and **C** (before commit). **a** approve,
+**r** reject (optional reason), **e** edit in `$EDITOR` then approve, **s** skip, **A** approve
+all, **m** unified / side-by-side diff.
+"""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._ids: list[str] = []
+        self._to_top = False
+
+    def body(self) -> ComposeResult:
+        with Horizontal(id="review-split"):
+            table = DataTable(id="pending", cursor_type="row", zebra_stripes=True)
+            table.border_title = "Waiting"
+            yield table
+            yield DiffView(id="review-diff")
+
+    def on_mount(self) -> None:
+        super().on_mount()
+        self.query_one(DataTable).add_columns("item", "gate", "parent", "age")
+
+    def refresh_body(self, frame: Frame, app) -> None:
+        pending = app.backend.pending()
+        ids = [p.item_id for p in pending]
+        table = self.query_one(DataTable)
+        if ids != self._ids:
+            keep = None if self._to_top else self.selected_id()
+            self._to_top = False
+            table.clear()
+            now = time.time()
+            for p in pending:
+                table.add_row(p.item_id, p.gate, p.parent_id, f"{now - p.parked_at:.0f}s", key=p.item_id)
+            self._ids = ids
+            table.move_cursor(row=ids.index(keep) if keep in ids else 0)
+            self.show_selected()
+        table.border_title = f"Waiting ({len(ids)})"
+
+    def selected_id(self) -> str | None:
+        table = self.query_one(DataTable)
+        if not self._ids or table.cursor_row is None or table.cursor_row >= len(self._ids):
+            return None
+        return self._ids[table.cursor_row]
+
+    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        self.show_selected()
+
+    def show_selected(self) -> None:
+        item = self.selected_id()
+        diff = self.query_one(DiffView)
+        found = next((p for p in self.app.backend.pending() if p.item_id == item), None)
+        if found is None:
+            diff.set_texts("", "", "nothing waiting" if not self._ids else "")
+            return
+        diff.set_texts(found.parent_text, found.child_text, f"{found.item_id} vs parent {found.parent_id} @{found.gate}")
+
+    def _need(self) -> str | None:
+        item = self.selected_id()
+        if item is None:
+            self.notify("Nothing is waiting for review", severity="warning")
+        return item
+
+    async def action_approve(self) -> None:
+        if item := self._need():
+            await self.app.decide(item, "approve")
+
+    def action_reject(self) -> None:
+        item = self._need()
+        if item is None:
+            return
+
+        async def done(reason: str | None) -> None:
+            if reason is not None:
+                await self.app.decide(item, "reject", reason=reason)
+
+        self.app.push_screen(ReasonScreen(f"Reject {item}?"), done)
+
+    async def action_skip(self) -> None:
+        if item := self._need():
+            self._to_top = True  # the skipped item went to the back: select the next one
+            await self.app.decide(item, "skip")
+
+    async def action_approve_all(self) -> None:
+        await self.app.control("approve_all", done="approved everything waiting")
+
+    def action_diff_mode(self) -> None:
+        self.query_one(DiffView).toggle_mode()
+
+    async def action_edit(self) -> None:
+        item = self._need()
+        if item is None:
+            return
+        found = next((p for p in self.app.backend.pending() if p.item_id == item), None)
+        if found is None:
+            return
+        text = await self.edit_text(found.child_text, ".py" if looks_like_code(found.child_text) else ".txt")
+        if text is None:
+            return
+        if not text.strip():
+            self.notify("The edited text is empty; the proposal is unchanged and still waiting", severity="error")
+            return
+        if text.strip() == found.child_text.strip():
+            self.notify("No changes; press a to approve as is")
+            return
+        await self.app.decide(item, "edit", edited_text=text)
+
+    async def edit_text(self, text: str, suffix: str) -> str | None:
+        """Run $VISUAL/$EDITOR on a temp copy; None (with a notice) if that is impossible or fails."""
+        editor = os.environ.get("VISUAL") or os.environ.get("EDITOR")
+        if not editor:
+            self.notify("$EDITOR is not set (export EDITOR=vim, nano, ...); nothing changed", severity="error")
+            return None
+        fd, name = tempfile.mkstemp(prefix="evotui-review-", suffix=suffix)
+        path = Path(name)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                fh.write(text)
+            rc = await self._run_editor([*shlex.split(editor), str(path)])
+            if rc is None:
+                return None
+            if rc != 0:
+                self.notify(f"{editor} exited with status {rc}; the proposal is unchanged and still waiting",
+                            severity="error")
+                return None
+            return path.read_text(encoding="utf-8")
+        finally:
+            path.unlink(missing_ok=True)
+
+    async def _run_editor(self, argv: list[str]) -> int | None:
+        self.app.sampler.pause()
+        try:
+            try:
+                with self.app.suspend():
+                    return await self._spawn(argv)
+            except SuspendNotSupported:
+                return await self._spawn(argv)  # headless (tests): the editor must not need the terminal
+        finally:
+            self.app.sampler.resume()
+            self.app.refresh()
+
+    async def _spawn(self, argv: list[str]) -> int | None:
+        try:
+            proc = await asyncio.create_subprocess_exec(*argv)
+        except OSError as exc:
+            self.notify(f"cannot start editor {argv[0]!r}: {exc}; nothing changed", severity="error")
+            return None
+        return await proc.wait()

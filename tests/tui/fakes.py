@@ -1,0 +1,80 @@
+"""Frozen data for snapshot tests: a backend whose frames never change."""
+
+from __future__ import annotations
+
+import time
+from types import MappingProxyType
+
+from engine.pipeline.review import PendingReview
+from engine.snapshot import EngineSnapshot, LLMSnapshot, StageSnapshot
+from evotui.tui.app import EvoApp
+from evotui.tui.backend import ArtifactView, Backend, Frame, LLMStat
+from evotui.tui.launch import prepare
+
+SEED = "You are a helpful assistant. Format the given items as a list on a single line."
+CHILD = SEED + "\nJoin the items with ' ; ' (a semicolon with a space on each side)."
+BETTER = CHILD + "\nWrite every item in lower case."
+
+
+def frozen_snapshot() -> EngineSnapshot:
+    stages = tuple(StageSnapshot(name, depth, 16, busy, 8, blocked, rate, 40, 2)
+                   for name, depth, busy, blocked, rate in [
+                       ("rollout", 3, 8, 0, 1.6), ("propose", 16, 8, 2, 1.2), ("evaluate", 5, 6, 0, 1.1),
+                       ("update", 0, 1, 0, 0.9), ("reflect", 0, 0, 0, 0.0)])
+    return EngineSnapshot(
+        run_id="r20260101-120000-abcd", state="running", mode="async", policy="guarded", backend="simulated:vllm",
+        simulated=True, elapsed_s=1.25, pool_version=14, pool_size=14, seed_score=0.032, best_score=0.539,
+        best_id="a000016", in_flight_items=8, stages=stages, gap_histogram=MappingProxyType({0: 40, 1: 12, 2: 5, 3: 1}),
+        staleness=MappingProxyType({"pass": 57, "discard": 1}), proposals=22, proposal_attempts=23, accepted=14,
+        rejected=6, failed=1, discarded_stale=1, wasted_tokens=1200,
+        llm=(LLMSnapshot("task", "http://sim/v1", 12, 610, 2, 3), LLMSnapshot("reflection", "http://sim/v1", 2, 23, 0, 0)),
+        llm_calls=633, prompt_tokens=58000, completion_tokens=760000,
+        budget_spent=MappingProxyType({"proposals": 22.0, "llm_calls": 633.0, "tokens": 818000.0, "metric_calls": 570.0, "wall_s": 1.25}),
+        budget_limits=MappingProxyType({"proposals": 40.0, "llm_calls": None, "tokens": None, "metric_calls": None, "wall_s": None}),
+        budget_exhausted=None, max_gap=2, review_pending=2, review_gates=MappingProxyType({"evaluate": True, "update": False}),
+    )
+
+
+class FrozenBackend(Backend):
+    source = "frozen"
+    can_control = False
+
+    def __init__(self) -> None:
+        self.snap = frozen_snapshot()
+        self._polled = False
+
+    def frame(self) -> Frame:
+        depth = {"rollout": (0, 2, 4, 6, 3, 3), "propose": (4, 8, 12, 16, 16, 16), "evaluate": (1, 2, 3, 5, 5, 5),
+                 "update": (0, 0, 1, 0, 0, 0), "reflect": (0,) * 6}
+        scores = tuple((0.032 + 0.05 * min(i, 10), 0.03 + 0.03 * min(i, 12)) for i in range(24))
+        return Frame(
+            snap=self.snap,
+            llm=(LLMStat("task", 12, 610, 2, 3, 0.84, 2.91, 52000, 700000), LLMStat("reflection", 2, 23, 0, 0, 4.2, 9.8, 6000, 60000)),
+            score_history=scores, depth_history=depth,
+            decisions=("i000031 propose gap 3 -> discard", "i000029 review@evaluate -> approve"),
+            time_scale=400.0, source=self.source, can_control=False)
+
+    def poll(self) -> list[str]:
+        if self._polled:
+            return []
+        self._polled = True
+        return [f"12:00:{i:02d} candidate_accepted item_id=i0000{i:02d} artifact_id=a0000{i:02d} val_mean=0.{i}" for i in range(10, 20)]
+
+    def artifacts(self) -> list[ArtifactView]:
+        return [
+            ArtifactView("a000000", None, 1, "seed", 0.032, SEED),
+            ArtifactView("a000004", "a000000", 2, "confirmed", 0.293, CHILD, "approve at evaluate"),
+            ArtifactView("a000016", "a000004", 9, "confirmed", 0.539, BETTER, "edit at evaluate"),
+            ArtifactView("i000012", "a000004", 0, "rejected", None, "", "reject at evaluate: too long"),
+        ]
+
+    def pending(self) -> list[PendingReview]:
+        now = time.time()
+        return [PendingReview("i000033", "evaluate", "a000016", BETTER, BETTER.replace("lower", "upper"), now - 42),
+                PendingReview("i000034", "evaluate", "a000004", CHILD, CHILD + "\nNo trailing spaces.", now - 7)]
+
+
+def frozen_app() -> EvoApp:
+    app = EvoApp(FrozenBackend())
+    app._theme_name = prepare(app, "evotui-dark", [])
+    return app
