@@ -75,10 +75,11 @@ class Orchestrator:
         self.admitted = 0
         self.controller: AdaptiveController | None = None
         self._aux_tasks: set[asyncio.Task] = set()
+        self._control_tasks: list[asyncio.Task] = []
 
     # -- control --------------------------------------------------------------------------
     def pause(self) -> None:
-        if self.state == "running":
+        if self.state in ("running", "idle"):
             self.running.clear()
             self._set_state("paused")
 
@@ -97,9 +98,15 @@ class Orchestrator:
             self._changed.set()
 
     def stop(self, reason: str = "stopped") -> None:
+        """Stop now: every worker and the admission are cancelled before anything else runs,
+        so no new request starts and nothing more is committed."""
         self.stop_reason = self.stop_reason or reason
         self._stopped.set()
         self._changed.set()
+        for stage in self.stages.values():
+            stage.cancel()
+        for task in self._control_tasks:
+            task.cancel()
 
     def _set_state(self, state: str) -> None:
         self.state = state
@@ -168,7 +175,10 @@ class Orchestrator:
         limit = 1 if cfg.mode == "sync" else cfg.max_in_flight
         first = self.stages[self.handlers.PIPELINE[0]]
         while not self._draining:
-            await self._wait_until(lambda: (self.running.is_set() and self.in_flight < limit) or self._draining)
+            await self._wait_until(lambda: (self.running.is_set() and self.in_flight < limit) or self._draining
+                                   or self._stopped.is_set())
+            if self._stopped.is_set():
+                break
             if self._draining:
                 break
             item = await self._admit_one()
@@ -176,13 +186,18 @@ class Orchestrator:
                 break
             await first.put(item)
 
-    async def _admit_one(self, parent_and_minibatch: tuple[str, list[str]] | None = None) -> WorkItem | None:
-        """Reserve budget and create one item; None when the budget is used up (then drains)."""
+    async def _admit_one(self, parent_and_minibatch: tuple[str, list[str]] | None = None,
+                         wait: bool = True) -> WorkItem | None:
+        """Reserve budget and create one item. None when the budget has no room: with items in
+        flight it waits for their unused reservations (or, with wait=False, returns at once);
+        with nothing in flight the budget is used up and the run drains."""
         ctx = self.ctx
         while True:
             reservation = ctx.budget.try_reserve(self.handlers.estimate(), ctx.elapsed())
             if reservation is not None:
                 break
+            if self.in_flight and not wait:
+                return None
             if self.in_flight and ctx.budget.exhausted != "wall_s":
                 # In-flight items may hand back unused reservations: retry when one ends.
                 self._changed.clear()
@@ -202,19 +217,25 @@ class Orchestrator:
     async def _admit_steps(self, parents: int, mutations: int) -> None:
         """pxn: P parents x N mutations per step; every stage waits for its slowest item."""
         while not self._draining:
-            await self._wait_until(lambda: (self.running.is_set() and self.in_flight == 0) or self._draining)
+            await self._wait_until(lambda: (self.running.is_set() and self.in_flight == 0) or self._draining
+                                   or self._stopped.is_set())
+            if self._stopped.is_set():
+                break
             if self._draining:
                 break
             batch: list[WorkItem] = []
+            full = False
             for _ in range(parents):
                 parent, minibatch = self.handlers.select()
                 for n in range(mutations):
                     mb = minibatch if n == 0 else self.handlers.select()[1]
-                    item = await self._admit_one((parent, mb))
+                    # The step's own items are not running yet: never wait for them here.
+                    item = await self._admit_one((parent, mb), wait=False)
                     if item is None:
+                        full = True
                         break
                     batch.append(item)
-                if self._draining:
+                if full or self._draining:
                     break
             await self._run_lockstep(batch)
 
@@ -240,7 +261,10 @@ class Orchestrator:
     async def run(self, backlog: list[WorkItem]) -> str:
         """Run until drained or stopped; returns the final status (completed/interrupted/failed)."""
         ctx = self.ctx
-        self._set_state("running")
+        if self._stopped.is_set():
+            return "failed" if self.fatal is not None else "interrupted"
+        if self.state != "paused":
+            self._set_state("draining" if self._draining else "running")
         for stage in self.stages.values():
             stage.start()
         for item in backlog:
@@ -249,6 +273,7 @@ class Orchestrator:
             self.recorder.in_flight[item.item_id] = item
         refill = asyncio.create_task(self._refill(backlog), name="resume-backlog")
         admit = asyncio.create_task(self._admit(), name="select")
+        self._control_tasks = [refill, admit]
         watcher = asyncio.create_task(self._wait_until(lambda: self._stopped.is_set() or (
             self._draining and self.in_flight == self.review.pending_count and admit.done())), name="drain-watch")
         ticker = asyncio.create_task(self._tick(), name="tick")

@@ -59,7 +59,8 @@ class Recorder:
         else:
             decision = ctx.policy.decide(gap, stage.name)
         ctx.staleness_counts[decision.action] += 1
-        self.record_decision(item, stage.name, gap, decision.action, decision.reason)
+        wasted = item.tokens if decision.action == "discard" else 0
+        self.record_decision(item, stage.name, gap, decision.action, decision.reason, tokens=wasted)
         if decision.action == "discard":
             self.discard(item, stage.name, gap, decision.reason, "discarded_stale")
             return "discarded_stale"

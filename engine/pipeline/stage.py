@@ -136,11 +136,15 @@ class Stage:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def stop(self) -> None:
+    def cancel(self) -> list[asyncio.Task]:
+        """Cancel every worker now (no await, so nothing else starts in between)."""
         tasks = list(self._tasks)
         for task in tasks:
             task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        return tasks
+
+    async def stop(self) -> None:
+        await asyncio.gather(*self.cancel(), return_exceptions=True)
 
     def _should_retire(self) -> bool:
         """True if this worker must leave; it leaves the worker set at once so that several

@@ -7,19 +7,29 @@ from tests.e2e.conftest import evotui
 
 def test_bench_json_has_each_mode_and_ratio():
     proc = evotui("bench", "rules", "--profile", "vllm", "--seeds", "1", "--proposals", "4", "--time-scale", "400", "--json",
+                  "--modes", "sync,pxn,async-reflective",
                   timeout=300)
     assert proc.returncode == 0, proc.stderr
     rows = [json.loads(line) for line in proc.stdout.strip().splitlines()]
     by_mode = {r["mode"]: r for r in rows}
-    assert set(by_mode) == {"sync", "async"}
+    assert set(by_mode) == {"sync", "pxn", "async-reflective"}
     for r in rows:
-        for key in ("proposals_per_min", "ratio_vs_sync", "best_score", "tokens_generated", "utilization"):
+        for key in ("proposals_per_min", "ratio_vs_sync", "ratio_vs_pxn", "best_score", "tokens_generated",
+                    "tokens_wasted", "utilization"):
             assert r[key] is not None, key
         assert r["simulated"] is True and r["runs"][0]["proposals"] <= 4
     assert by_mode["sync"]["ratio_vs_sync"] == 1.0
-    assert by_mode["async"]["proposals_per_min"] > 0
+    assert by_mode["pxn"]["ratio_vs_pxn"] == 1.0
+    assert by_mode["async-reflective"]["proposals_per_min"] > 0
 
 
 def test_bench_table_and_bad_mode():
     bad = evotui("bench", "--modes", "sync,warp", "--seeds", "1")
     assert bad.returncode == 2 and "warp" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_bench_zero_latency_reports_engine_rate():
+    proc = evotui("bench", "--zero-latency", "--proposals", "10", "--json", timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    row = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert row["llm_calls"] > 10 and row["llm_calls_per_s"] > 0 and row["proposals"] <= 10

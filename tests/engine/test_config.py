@@ -23,7 +23,7 @@ def test_no_layers_gives_defaults() -> None:
     assert cfg == RunConfig()
     assert cfg.task_llm.url == SIM_URL
     assert cfg.pipeline.mode == "async" and cfg.pipeline.policy == "full"
-    assert cfg.pipeline.workers == {"select": 1, "rollout": 8, "propose": 8, "evaluate": 8, "update": 1}
+    assert cfg.pipeline.workers == {"select": 1, "rollout": 8, "propose": 8, "evaluate": 8, "update": 1, "reflect": 4}
     assert cfg.budget.max_tokens is None
     assert cfg.uses_sim
 
@@ -81,16 +81,16 @@ def test_invalid_value_names_key_and_layer() -> None:
 
 def test_bad_literal() -> None:
     with pytest.raises(ConfigError, match=r"'pipeline.policy'"):
-        build_config([("cli", {"pipeline": {"policy": "reflective"}})])
+        build_config([("cli", {"pipeline": {"policy": "lazy"}})])
 
 
 def test_bad_worker_stage_name() -> None:
     with pytest.raises(ConfigError) as info:
-        build_config([("run.toml", {"pipeline": {"workers": {"rollout": 2, "reflect": 4}}})])
+        build_config([("run.toml", {"pipeline": {"workers": {"rollout": 2, "reflector": 4}}})])
     msg = str(info.value)
     assert msg.startswith("run.toml: 'pipeline.workers': ")
-    assert "unknown stage 'reflect'" in msg
-    assert "select, rollout, propose, evaluate, update" in msg
+    assert "unknown stage 'reflector'" in msg
+    assert "select, rollout, propose, validate, evaluate, update, reflect" in msg
 
 
 def test_worker_count_must_be_positive() -> None:

@@ -276,8 +276,6 @@ async def test_stop_cancels_in_flight_work_and_leaves_items_open(harness) -> Non
     assert all(s.busy == 0 and s.workers == 0 for s in snap.stages)
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: stop() is not immediate: Orchestrator.run cancels admission and the "
-                   "stages one await at a time, and until then workers start new LLM requests and commit artifacts")
 async def test_stop_starts_no_new_request_and_commits_nothing(harness) -> None:
     fake = harness.fake
     run = await harness.create(pipeline={"mode": "async", "max_in_flight": 4})
@@ -299,8 +297,6 @@ async def test_stop_starts_no_new_request_and_commits_nothing(harness) -> None:
     assert run.ctx.pool.version == 1
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: stop() during the seed evaluation still admits max_in_flight items "
-                   "(Orchestrator.run starts admission before it looks at _stopped)")
 async def test_stop_during_seed_evaluation_admits_nothing(harness) -> None:
     fake = harness.fake
     run = await harness.create(pipeline={"mode": "async", "max_in_flight": 5})

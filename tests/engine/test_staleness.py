@@ -42,7 +42,7 @@ def test_make_policy_builds_the_named_policy() -> None:
     assert guarded.decide(5).action == "discard"
 
 
-@pytest.mark.parametrize("name", ["reflective", "Full", "", "guarded "])
+@pytest.mark.parametrize("name", ["reflect", "Full", "", "guarded "])
 def test_make_policy_rejects_unknown_names(name: str) -> None:
     with pytest.raises(ValueError) as info:
         make_policy(name, 2)

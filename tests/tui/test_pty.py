@@ -1,0 +1,92 @@
+"""The real `evotui run` in a pseudo-terminal (no tmux needed): pause, review approve, quit."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import re
+import select
+import struct
+import subprocess
+import sys
+import termios
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+ANSI = re.compile(rb"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[()][0-9A-Za-z]|\x1b[=>78c]")
+
+
+class Term:
+    def __init__(self, argv: list[str], cwd: Path, cols: int = 120, rows: int = 32) -> None:
+        self.master, slave = os.openpty()
+        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
+        env = {**os.environ, "TERM": "xterm-256color", "COLUMNS": str(cols), "LINES": str(rows)}
+        env.pop("TEXTUAL", None)
+        self.proc = subprocess.Popen(argv, stdin=slave, stdout=slave, stderr=slave, cwd=cwd, env=env,
+                                     start_new_session=True, close_fds=True)
+        os.close(slave)
+        self.raw = b""
+
+    @property
+    def text(self) -> str:
+        return ANSI.sub(b"", self.raw).decode("utf-8", "replace")
+
+    def read(self, timeout: float) -> None:
+        ready, _, _ = select.select([self.master], [], [], timeout)
+        if ready:
+            try:
+                self.raw += os.read(self.master, 65536)
+            except OSError:  # EIO: the child closed the terminal
+                time.sleep(timeout)
+
+    def wait_for(self, needle: str, timeout: float = 10.0, after: int = 0) -> int:
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            found = self.text.find(needle, after)
+            if found >= 0:
+                return found
+            self.read(0.1)
+        raise AssertionError(f"{needle!r} not on screen within {timeout}s; tail:\n{self.text[-1500:]}")
+
+    def send(self, keys: str) -> None:
+        os.write(self.master, keys.encode())
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(5)
+        os.close(self.master)
+
+
+
+def test_run_in_a_pty_pause_review_quit(tmp_path):
+    config = tmp_path / "run.toml"
+    config.write_text("[pipeline]\nreview_before_evaluate = true\n")
+    argv = [sys.executable, "-m", "evotui.cli", "run", "rules", "--db", str(tmp_path / "r.db"), "--max-proposals", "30",
+            "--time-scale", "400", "--config", str(config), "--no-mouse"]
+    term = Term(argv, tmp_path)
+    try:
+        term.wait_for("RUNNING", timeout=20)
+        term.send(" ")
+        at = term.wait_for("PAUSED")
+        term.send(" ")
+        term.wait_for("RUNNING", after=at)
+        term.send("2")
+        term.wait_for("Waiting (")
+        at = term.wait_for("i0000", timeout=10)
+        term.send("a")
+        term.wait_for("Approved i0", after=at)
+        term.send("q")
+        term.wait_for("Stop the run and quit?")
+        term.send("y")
+        end = time.monotonic() + 20
+        while term.proc.poll() is None and time.monotonic() < end:
+            term.read(0.1)
+        term.read(0.2)
+        assert term.proc.returncode in (0, 130), term.text[-1500:]
+        assert '"status": "interrupted"' in term.text or '"status": "completed"' in term.text
+    finally:
+        term.close()
