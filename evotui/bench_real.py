@@ -60,8 +60,14 @@ async def measure(args: argparse.Namespace, modes: list[str], url: str, model: s
             for mode in modes:
                 row = await bench.run_one(args.task, mode, seed, "vllm", args.proposals, None,
                                           Path(tmp) / f"{mode}-{seed}.db", layer)
+                # A small model's proposals are often unusable: throughput counts attempts (each
+                # one a full rollout + reflection round trip), usable ones are reported beside it.
+                minutes = row["pipeline_wall_s"] / 60.0
+                row["usable_proposals"] = row["proposals"]
+                row["proposals_per_min"] = row["proposal_attempts"] / minutes if minutes > 0 else 0.0
                 results[mode].append(row)
-                log(f"  {mode:8} seed {seed}: {row['proposals']} proposals in {row['pipeline_wall_s']:.1f}s = "
+                log(f"  {mode:8} seed {seed}: {row['proposal_attempts']} proposal attempts ({row['usable_proposals']} "
+                    f"usable) in {row['pipeline_wall_s']:.1f}s = "
                     f"{row['proposals_per_min']:.2f} proposals/min, {row['llm_calls']} calls, best {row['best_score']:.3f}")
     return results
 
@@ -104,12 +110,15 @@ def main(args: argparse.Namespace) -> int:
         return exc.exit_code
     bench_report.add_equal_time_scores(results)
     rows = bench_report.summarise(results, endpoint, simulated=False)
+    for r in rows:
+        r["usable_proposals"] = sum(run["usable_proposals"] for run in r["runs"])
+        r["proposal_attempts"] = sum(run["proposal_attempts"] for run in r["runs"])
     if args.out is not None:
         args.out.write_text(json.dumps(rows, indent=1))
     if args.json:
         for r in rows:
             print(json.dumps({k: v for k, v in r.items() if k != "runs"} | {"endpoint": endpoint}))
     else:
-        print(f"endpoint {endpoint} (real; throughput per wall minute of pipeline time)")
+        print(f"endpoint {endpoint} (real; proposals/min = proposal attempts per wall minute of pipeline time)")
         print(bench_report.table(rows, args.proposals, "wall"))
     return 0

@@ -241,7 +241,9 @@ class LocalServer:
         _LIVE.discard(self)
         code = None
         if proc is not None:
-            if proc.poll() is None:
+            if proc.poll() is not None:
+                keep_log = True  # it died on its own: death_message() names this log
+            else:
                 proc.send_signal(signal.SIGTERM)
                 try:
                     proc.wait(timeout=grace_s)

@@ -22,6 +22,15 @@ from evotui.tui.settings import UISettings, UISettingsError, check_keymap, load_
 from evotui.tui.themes import FALLBACK, load_themes
 
 
+class NoTerminal(UISettingsError):
+    pass
+
+
+def _require_terminal(hint: str) -> None:
+    if not (sys.stdin.isatty() and sys.stdout.isatty()):
+        raise NoTerminal(f"the terminal UI needs a terminal on stdin and stdout; {hint}")
+
+
 def _settings(args: argparse.Namespace) -> UISettings:
     settings = load_ui_settings(getattr(args, "ui_config", None))
     check_keymap(settings.keymap, binding_ids())
@@ -51,6 +60,7 @@ def _make_app(backend, settings: UISettings, args: argparse.Namespace, notices: 
 def run_tui(args: argparse.Namespace) -> int:
     try:
         settings = _settings(args)
+        _require_terminal("pass --no-ui to run headless")
     except UISettingsError as exc:
         print(f"evotui: error: {exc}", file=sys.stderr)
         return 2
@@ -104,6 +114,12 @@ async def _attach(args: argparse.Namespace, settings: UISettings) -> int:
         await backend.start()
     except AttachError as exc:
         print(f"evotui: error: cannot attach: {exc}", file=sys.stderr)
+        return 2
+    try:
+        _require_terminal("use `evotui show` for a summary without one")
+    except NoTerminal as exc:
+        await backend.close()
+        print(f"evotui: error: {exc}", file=sys.stderr)
         return 2
     notices = [backend.problem] if backend.problem else []
     app = _make_app(backend, settings, args, notices)
