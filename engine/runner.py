@@ -32,7 +32,9 @@ from engine.selection.pareto import MinibatchSampler, restore_rng
 from engine.selection.val_order import ValidationOrder
 from engine.snapshot import EngineSnapshot, take_snapshot
 from engine.store.store import Store, StoreError
-from engine.tasks.prompt_task import PromptTask, TaskError, load_task
+from engine.stages.program_stages import ProgramStages
+from engine.tasks.loader import load_any_task
+from engine.tasks.prompt_task import PromptTask, TaskError
 
 SIM_BASE = "http://sim/v1"
 
@@ -64,7 +66,8 @@ class EngineRun:
         self.sim_state = sim_state
         self.resumed = resumed
         self.backlog = backlog
-        self.orchestrator = Orchestrator(ctx)
+        program = getattr(ctx.task, "kind", "prompt") == "program"
+        self.orchestrator = Orchestrator(ctx, ProgramStages(ctx) if program else None)
         ctx.call_sink.target = self.orchestrator.recorder.llm_call
         if ctx.local_server is not None:  # a dead managed server stops the run (resumable)
             ctx.local_server.watch(self.stop)
@@ -74,7 +77,7 @@ class EngineRun:
     @classmethod
     async def create(cls, task_ref: str, layers: list[tuple[str, dict]], db_path: Path) -> "EngineRun":
         try:
-            task = load_task(task_ref)
+            task = load_any_task(task_ref)
             config = build_config([("defaults of task.toml", task.defaults), *layers])
         except (TaskError, ConfigError) as exc:
             raise SetupError(str(exc)) from None
@@ -105,7 +108,7 @@ class EngineRun:
             await store.close()
             raise SetupError(f"no run {run_id!r} in {db_path}; list runs with `evotui runs --db {db_path}`")
         try:
-            task = load_task(record.task_path)
+            task = load_any_task(record.task_path)
             config = build_config([("stored run config", record.config), ("command line", {"budget": budget_overrides})])
         except (TaskError, ConfigError) as exc:
             await store.close()

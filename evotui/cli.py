@@ -164,6 +164,8 @@ def _run(args: argparse.Namespace) -> int:
         except SetupError as exc:
             print(f"evotui: error: {exc}", file=sys.stderr)
             return exc.exit_code
+        for warning in getattr(run.ctx.task, "warnings", ()):
+            print(f"evotui: warning: {warning}", file=sys.stderr)
         result = await drive(run, events_path=args.events, progress_every=args.progress_every, quiet=args.quiet)
         if result.status == "failed":
             print(f"evotui: run failed: {result.reason}", file=sys.stderr)

@@ -14,7 +14,7 @@ import time
 from collections import deque
 
 from engine import events as ev
-from engine.code.filters import ProgramFilters
+from engine.code.filters import ProgramFilters, program_hash
 from engine.code.patches import apply_reply, unified_diff
 from engine.context import FatalRunError, RunContext
 from engine.items import WorkItem
@@ -45,6 +45,9 @@ def _feedback_of(res: EvalResult) -> dict[str, str]:
 class ProgramStages:
     PIPELINE = ("propose", "validate", "evaluate", "update")
     CHECKED = ("propose", "evaluate")
+    REFLECT_TO = "evaluate"
+    recorder = None
+    """Set by the orchestrator."""
 
     def __init__(self, ctx: RunContext, sandbox: Sandbox | None = None) -> None:
         self.ctx = ctx
@@ -62,7 +65,7 @@ class ProgramStages:
     def select(self) -> tuple[str, list[str]]:
         """Tournament among the top programs; with probability explore_prob any program."""
         ctx, s = self.ctx, self.settings
-        arts = ctx.pool.artifacts()
+        arts = ctx.pool.live()
         if ctx.rng.random() < s.explore_prob:
             return ctx.rng.choice(arts).artifact_id, []
         elite = sorted(arts, key=lambda a: (-a.val_mean, a.created_version))[: s.elite_size]
@@ -108,7 +111,7 @@ class ProgramStages:
     # -- propose ----------------------------------------------------------------------------
     def _others(self, parent: Artifact) -> list[tuple[str, float, str]]:
         s, ctx = self.settings, self.ctx
-        rest = [a for a in ctx.pool.artifacts() if a.artifact_id != parent.artifact_id]
+        rest = [a for a in ctx.pool.live() if a.artifact_id != parent.artifact_id]
         top = sorted(rest, key=lambda a: (-a.val_mean, a.created_version))[: s.num_top]
         pool = [a for a in rest if a not in top]
         diverse = ctx.rng.sample(pool, min(s.num_diverse, len(pool)))
@@ -225,6 +228,33 @@ class ProgramStages:
         item.payload["artifact_id"] = artifact_id
         _end(item, "accepted")
         return None
+
+    async def reflect(self, item: WorkItem) -> WorkItem | None:
+        """Reflective policy on program tasks, rule-based (no LLM call): the pool only grows, so a
+        stale candidate still applies to its parent. Discard it when its parent was removed or a
+        program committed since its version has the same text; otherwise send it on."""
+        ctx = self.ctx
+        gap = ctx.pool.gap(item.created_version)
+        digest = program_hash(item.payload["child"])
+        changes = [ch for ch in ctx.pool.changes_since(item.created_version) if ch.artifact_id in ctx.pool]
+        reason = ""
+        if item.parent_id in ctx.pool and ctx.pool.get(item.parent_id).status == "removed":
+            reason = f"parent {item.parent_id} was removed from the pool"
+        elif any(program_hash(ctx.pool.get(ch.artifact_id).text) == digest for ch in changes):
+            reason = "an identical program was committed since"
+        verdict = "discard" if reason else "keep"
+        ctx.staleness_counts[f"reflect_{verdict}"] += 1
+        if self.recorder is not None:
+            self.recorder.record_decision(item, "reflect", gap, verdict, reason or "still applies to its parent",
+                                          detail={"changes": len(changes)})
+            if reason:
+                self.recorder.discard(item, "reflect", gap, f"reflection: discard: {reason}", "discarded_reflect")
+                return None
+        elif reason:
+            _end(item, "discarded_reflect", reason)
+            return None
+        item.payload["reflected_at"] = ctx.pool.version
+        return item
 
     # -- persistence ------------------------------------------------------------------------
     def persist_artifact(self, art: Artifact, operator: str) -> None:

@@ -60,3 +60,18 @@ def test_runs_and_show(db):
     assert shown.returncode == 0
     info = json.loads(shown.stdout)
     assert info["run_id"] == run_id and info["status"] == "completed" and info["open_items"] == 0
+
+
+def test_program_task_through_the_cli_improves_and_resumes(db):
+    proc = evotui("run", "circle_packing", "--no-ui", "--db", str(db), "--max-proposals", "16", *FAST)
+    assert proc.returncode == 0, proc.stderr
+    s = summary_of(proc)
+    assert s["task"] == "circle_packing" and s["status"] == "completed"
+    assert s["best_score"] > s["seed_score"]
+    con = sqlite3.connect(db)
+    assert con.execute("SELECT count(*) FROM lineage").fetchone()[0] == s["accepted"]
+    con.close()
+    more = evotui("resume", s["run_id"], "--db", str(db), "--no-ui", "--max-proposals", "24", *FAST[2:])
+    assert more.returncode == 0, more.stderr
+    s2 = summary_of(more)
+    assert s2["proposal_attempts"] == 24 and s2["pool_version"] >= s["pool_version"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from collections import Counter
 from dataclasses import replace
 from pathlib import Path
 
@@ -102,7 +103,8 @@ def _stages(llm, retries: int) -> ProgramStages:
     pool = Pool()
     pool.add(Artifact("a000000", task.initial_program, (), 0, {"combined_score": 0.6}, status="seed"))
     ctx = SimpleNamespace(task=task, pool=pool, bus=EventBus(), tally=Tally(), budget=Budget(BudgetConfig()),
-                          reservations={}, reflection_llm=llm, rng=random.Random(0), store=FakeStore())
+                          reservations={}, reflection_llm=llm, rng=random.Random(0), store=FakeStore(),
+                          staleness_counts=Counter())
     return ProgramStages(ctx)
 
 
@@ -142,3 +144,29 @@ async def test_prompt_is_bounded_and_stable_first():
     assert msgs[0]["content"].rstrip().endswith("Give a one-line reason first.") and "evotui-patch-format: diff" in msgs[0]["content"]
     assert user.startswith("## Task") and "characters truncated" in user
     assert len(user) < stages.settings.max_prompt_chars + 4000
+
+
+async def test_reflective_and_guarded_policies(tmp_path):
+    task = load_any_task("circle_packing")
+    for policy in ("reflective", "guarded"):
+        orch, _, status = await run_program(task, tmp_path / f"{policy}.db", {
+            **FAST, "budget": {"max_proposals": 16}, "pipeline": {"policy": policy, "max_gap": 0}})
+        counts = orch.ctx.staleness_counts
+        assert status == "completed", (policy, orch.stop_reason)
+        assert orch.ctx.tally.proposal_attempts == 16
+        assert sum(counts.values()) >= 16  # every item is checked at propose (and again at evaluate)
+        if policy == "reflective":
+            assert "reflect" in orch.stages and counts["reflect"] == counts["reflect_keep"] + counts["reflect_discard"]
+
+
+async def test_reflect_discards_stale_duplicates():
+    from engine.pool import Artifact
+    stages = _stages(ScriptedLLM([]), retries=0)
+    child = stages.task.initial_program.replace("spacing_x = 0.1", "spacing_x = 0.2")
+    stale = WorkItem("i000002", 1, "a000000", [], "evaluate", 0.0, payload={"child": child})
+    fresh_child = child.replace("spacing_y = 0.1", "spacing_y = 0.3")
+    other = WorkItem("i000003", 1, "a000000", [], "evaluate", 0.0, payload={"child": fresh_child})
+    stages.ctx.pool.add(Artifact("a000001", child, ("a000000",), 0, {"combined_score": 0.7}))
+    assert await stages.reflect(stale) is None and stale.payload["outcome"] == "discarded_reflect"
+    kept = await stages.reflect(other)
+    assert kept is other and kept.payload["reflected_at"] == stages.ctx.pool.version
