@@ -146,6 +146,10 @@ class EngineRun:
     def set_policy(self, name: str, max_gap: int | None = None) -> None:
         self.orchestrator.set_policy(name, max_gap)
 
+    def set_speculation(self, on: bool) -> None:
+        """Speculative evaluation on/off; applies to validations that start from now on."""
+        self.ctx.config.pipeline.speculation = on
+
     @property
     def review(self):
         """The review gates: pending(), decide(item_id, decision, reason, edited_text),

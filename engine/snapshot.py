@@ -69,6 +69,7 @@ class EngineSnapshot:
     budget_exhausted: str | None
     max_gap: int
     review_pending: int
+    speculation: bool
     review_gates: Mapping[str, bool]
 
 
@@ -129,5 +130,6 @@ def take_snapshot(orch: Orchestrator) -> EngineSnapshot:
         budget_exhausted=ctx.budget.exhausted,
         max_gap=getattr(ctx.policy, "max_gap", 0),
         review_pending=orch.review.pending_count,
+        speculation=ctx.config.pipeline.speculation,
         review_gates=MappingProxyType(dict(orch.review.enabled)),
     )

@@ -12,7 +12,8 @@ reply `{"ok": true, "result": ...}` or `{"ok": false, "error": "..."}`. Commands
   approve_all [gate]
   set_gate gate on                      review gate "evaluate" | "update" on/off
   set_workers stage n                   returns the new target
-  set_policy policy [max_gap]           "full" | "guarded"
+  set_policy policy [max_gap]           "full" | "guarded" | "reflective"
+  set_speculation on                    speculative evaluation on/off
 
 The socket file is mode 0600 (same user only) and removed when the run ends. Never imports textual.
 """
@@ -122,31 +123,40 @@ class ControlServer:
             return {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
 
     def execute(self, req: dict) -> Any:
-        run, cmd = self.run, req["cmd"]
-        if cmd == "snapshot":
-            return snapshot_to_dict(run.snapshot())
-        if cmd == "pending":
-            return [dataclasses.asdict(p) for p in run.review.pending()]
-        if cmd == "pause":
-            run.pause()
-        elif cmd == "resume":
-            run.resume_work()
-        elif cmd == "drain":
-            run.drain(str(req.get("reason") or "drain requested by attach"))
-        elif cmd == "decide":
-            run.review.decide(req["item_id"], req["decision"], reason=str(req.get("reason") or ""),
-                              edited_text=req.get("edited_text"))
-        elif cmd == "approve_all":
-            return run.review.approve_all(req.get("gate"))
-        elif cmd == "set_gate":
-            run.review.set_enabled(req["gate"], bool(req["on"]))
-        elif cmd == "set_workers":
-            return run.set_workers(req["stage"], int(req["n"]))
-        elif cmd == "set_policy":
-            run.set_policy(req["policy"], req.get("max_gap"))
-        else:
-            raise ControlError(f"unknown command {cmd!r}")
-        return run.snapshot().state
+        return apply_command(self.run, req)
+
+
+def apply_command(run, req: dict) -> Any:
+    """Carry out one control command on an in-process EngineRun (socket server and TUI alike)."""
+    cmd = req["cmd"]
+    if cmd == "snapshot":
+        return snapshot_to_dict(run.snapshot())
+    if cmd == "pending":
+        return [dataclasses.asdict(p) for p in run.review.pending()]
+    if cmd == "pause":
+        run.pause()
+    elif cmd == "resume":
+        run.resume_work()
+    elif cmd == "drain":
+        run.drain(str(req.get("reason") or "drain requested"))
+    elif cmd == "stop":
+        run.stop(str(req.get("reason") or "stop requested"))
+    elif cmd == "decide":
+        run.review.decide(req["item_id"], req["decision"], reason=str(req.get("reason") or ""),
+                          edited_text=req.get("edited_text"))
+    elif cmd == "approve_all":
+        return run.review.approve_all(req.get("gate"))
+    elif cmd == "set_gate":
+        run.review.set_enabled(req["gate"], bool(req["on"]))
+    elif cmd == "set_workers":
+        return run.set_workers(req["stage"], int(req["n"]))
+    elif cmd == "set_policy":
+        run.set_policy(req["policy"], req.get("max_gap"))
+    elif cmd == "set_speculation":
+        run.set_speculation(bool(req["on"]))
+    else:
+        raise ControlError(f"unknown command {cmd!r}")
+    return run.snapshot().state
 
 
 async def _alive(path: Path) -> bool:

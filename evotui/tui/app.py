@@ -24,7 +24,7 @@ from evotui.tui.screens.lineage import LineageScreen
 from evotui.tui.screens.review import ReviewScreen
 from evotui.tui.settings import UISettings
 
-CONTROL_ACTIONS = {"toggle_pause", "drain", "workers", "toggle_policy", "toggle_gate", "next_stage"}
+CONTROL_ACTIONS = {"toggle_pause", "drain", "workers", "toggle_policy", "toggle_gate", "toggle_speculation", "next_stage"}
 
 
 class EvoApp(App):
@@ -113,8 +113,6 @@ class EvoApp(App):
         await self.control("decide", done=f"{word} {item_id}", **args)
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        if action == "toggle_speculation":
-            return False  # the engine has no speculation switch yet
         if action in CONTROL_ACTIONS:
             frame = self.sampler.frame
             if frame is not None and (not frame.can_control or frame.finished):
@@ -187,7 +185,8 @@ class EvoApp(App):
     async def action_toggle_policy(self) -> None:
         frame = self.sampler.frame
         if frame is not None:
-            policy = "guarded" if frame.snap.policy == "full" else "full"
+            cycle = {"full": "guarded", "guarded": "reflective", "reflective": "full"}
+            policy = cycle.get(frame.snap.policy, "full")
             await self.control("set_policy", done=f"Staleness policy: {policy}", policy=policy)
 
     async def action_toggle_gate(self, gate: str) -> None:
@@ -197,8 +196,11 @@ class EvoApp(App):
             where = "evaluation" if gate == "evaluate" else "commit"
             await self.control("set_gate", done=f"Review before {where}: {'on' if on else 'off'}", gate=gate, on=on)
 
-    def action_toggle_speculation(self) -> None:
-        self.notify("Speculation on/off is not in the engine yet", severity="warning")
+    async def action_toggle_speculation(self) -> None:
+        frame = self.sampler.frame
+        if frame is not None:
+            on = not frame.snap.speculation
+            await self.control("set_speculation", done=f"Speculation: {'on' if on else 'off'}", on=on)
 
     def action_toggle_help(self) -> None:
         if self.screen.query(HelpPanel):

@@ -144,7 +144,7 @@ class AttachBackend(Backend):
             budget_spent=MappingProxyType(dict(counters.get("budget") or {})),
             budget_limits=MappingProxyType({k.removeprefix("max_"): v for k, v in limits.items()}),
             budget_exhausted=None, max_gap=int((config.get("pipeline") or {}).get("max_gap", 0) or 0),
-            review_pending=0, review_gates=MappingProxyType({}),
+            review_pending=0, speculation=False, review_gates=MappingProxyType({}),
         )
 
     def frame(self) -> Frame | None:

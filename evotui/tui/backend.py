@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from engine.events import Event
+from evotui.control import ControlError, apply_command
 from engine.pipeline.review import PendingReview, ReviewError
 from engine.snapshot import EngineSnapshot
 
@@ -247,29 +248,11 @@ class LiveBackend(Backend):
         return self.run.review.pending()
 
     async def control(self, cmd: str, **args: Any) -> Any:
-        run = self.run
+        reasons = {"drain": "drain requested in the TUI", "stop": "stopped from the TUI"}
+        req = {"cmd": cmd, **args}
+        if cmd in reasons:
+            req.setdefault("reason", reasons[cmd])
         try:
-            if cmd == "pause":
-                run.pause()
-            elif cmd == "resume":
-                run.resume_work()
-            elif cmd == "drain":
-                run.drain(args.get("reason", "drain requested in the TUI"))
-            elif cmd == "stop":
-                run.stop(args.get("reason", "stopped from the TUI"))
-            elif cmd == "decide":
-                run.review.decide(args["item_id"], args["decision"], reason=args.get("reason", ""),
-                                  edited_text=args.get("edited_text"))
-            elif cmd == "approve_all":
-                return run.review.approve_all(args.get("gate"))
-            elif cmd == "set_gate":
-                run.review.set_enabled(args["gate"], bool(args["on"]))
-            elif cmd == "set_workers":
-                return run.set_workers(args["stage"], int(args["n"]))
-            elif cmd == "set_policy":
-                run.set_policy(args["policy"], args.get("max_gap"))
-            else:
-                raise BackendError(f"unknown command {cmd!r}")
-        except (ReviewError, ValueError) as exc:
+            return apply_command(self.run, req)
+        except (ControlError, ReviewError, ValueError, KeyError) as exc:
             raise BackendError(str(exc)) from None
-        return run.snapshot().state

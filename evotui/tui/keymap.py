@@ -19,13 +19,13 @@ APP_BINDINGS = [
             tooltip="One more worker on the selected stage"),
     Binding("minus", "workers(-1)", "Wk-", id="workers.less", key_display="-",
             tooltip="One worker fewer on the selected stage"),
-    Binding("p", "toggle_policy", "Policy", id="policy", tooltip="Staleness policy: full <-> guarded"),
+    Binding("p", "toggle_policy", "Policy", id="policy", tooltip="Staleness policy: full -> guarded -> reflective"),
     Binding("R", "toggle_gate('evaluate')", "Gate eval", id="gate.evaluate", show=False,
             tooltip="Review proposals before evaluation on/off"),
     Binding("C", "toggle_gate('update')", "Gate commit", id="gate.commit", show=False,
             tooltip="Review proposals before commit on/off"),
     Binding("x", "toggle_speculation", "Speculation", id="speculation", show=False,
-            tooltip="Speculative evaluation on/off (not in the engine yet)"),
+            tooltip="Speculative evaluation on/off"),
     Binding("f1", "toggle_help", "Help", id="help", tooltip="Show or hide the key help panel"),
 ]
 

@@ -12,6 +12,10 @@ The LLM (an httpx.MockTransport handler, injected through engine.runner.sim_tran
 - propose: copies the current instructions (first fenced block of the user message) and adds
   "KEYWORD-<k>" for the first keyword named by a "missing keyword" feedback line, or a fresh
   "NOTE-<n>" line when nothing is missing (a change that does not help: rejected).
+- reflect (reflective staleness): a scripted verdict per item (`verdicts`, default
+  `default_verdict` = "keep"): keep / discard as VERDICT lines, patch = the current best plus the
+  proposal's lines the best lacks in one fenced block, malformed = no VERDICT line, length = a
+  keep verdict cut off with finish_reason "length".
 Requests can be held by gates (asyncio.Event) and answers replaced per request (`override`).
 Every request start/end and every bus event go to one `timeline` so tests can check ordering.
 """
@@ -100,6 +104,19 @@ class Req:
         m = FENCE.search(self.user)
         return m.group(1).strip() if m else ""
 
+    def blocks(self) -> list[str]:
+        """Every fenced block of the user message, stripped."""
+        return [b.strip() for b in FENCE.findall(self.user)]
+
+    def keyword(self) -> str:
+        """The keyword of a rollout / evaluate request ("Item: <kw>"), or ""."""
+        m = re.search(r"Item: (\w+)", self.user)
+        return m.group(1) if m else ""
+
+    def keywords(self) -> list[str]:
+        """Every "Item: <kw>" of the user message (the traces of a propose request)."""
+        return re.findall(r"Item: (\w+)", self.user)
+
 
 @dataclass
 class Gate:
@@ -123,6 +140,9 @@ class FakeLLM:
         self.max_items_active = 0
         self._seq = itertools.count(1)
         self._notes = itertools.count(1)
+        self.verdicts: dict[str, str] = {}
+        """item_id -> scripted reflect verdict: keep | patch | discard | malformed | length."""
+        self.default_verdict = "keep"
 
     # -- wiring ---------------------------------------------------------------------------
     def transport(self, _cfg=None, *_a, **_kw) -> tuple[httpx.MockTransport, None]:
@@ -196,9 +216,25 @@ class FakeLLM:
     def answer(self, req: Req) -> httpx.Response:
         if req.stage == "propose":
             return completion(self.propose_text(req))
+        if req.stage == "reflect":
+            return self.reflect_answer(req)
         m = re.search(r"Item: (\w+)", req.user)
         kw = m.group(1) if m else ""
         return completion(kw if kw and f"KEYWORD-{kw}" in req.system else "unknown")
+
+    def reflect_answer(self, req: Req) -> httpx.Response:
+        verdict = self.verdicts.get(req.item_id or "", self.default_verdict)
+        if verdict == "length":
+            return completion("VERDICT: keep\nREASON: still usef", finish="length")
+        if verdict == "malformed":
+            return completion("Hard to say; the proposal looks fine to me, probably.")
+        if verdict == "patch":
+            blocks = req.blocks()
+            best, proposed = blocks[0], blocks[1]
+            extra = [ln for ln in proposed.splitlines() if ln.strip() and ln not in best.splitlines()]
+            patched = "\n".join([best, *extra])
+            return completion(f"VERDICT: patch\nREASON: rebase its new lines onto the best\n```\n{patched}\n```\n")
+        return completion(f"VERDICT: {verdict}\nREASON: scripted {verdict}")
 
     def propose_text(self, req: Req) -> str:
         current = req.current()

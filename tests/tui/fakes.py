@@ -31,7 +31,8 @@ def frozen_snapshot() -> EngineSnapshot:
         llm_calls=633, prompt_tokens=58000, completion_tokens=760000,
         budget_spent=MappingProxyType({"proposals": 22.0, "llm_calls": 633.0, "tokens": 818000.0, "metric_calls": 570.0, "wall_s": 1.25}),
         budget_limits=MappingProxyType({"proposals": 40.0, "llm_calls": None, "tokens": None, "metric_calls": None, "wall_s": None}),
-        budget_exhausted=None, max_gap=2, review_pending=2, review_gates=MappingProxyType({"evaluate": True, "update": False}),
+        budget_exhausted=None, max_gap=2, review_pending=2, speculation=False,
+        review_gates=MappingProxyType({"evaluate": True, "update": False}),
     )
 
 

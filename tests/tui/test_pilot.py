@@ -67,13 +67,17 @@ async def test_every_binding_and_persisted_reviews(tmp_path, monkeypatch):
         await pilot.press("p")
         assert run.snapshot().policy == "guarded"
         await pilot.press("p")
+        assert run.snapshot().policy == "reflective"
+        await pilot.press("p")
         assert run.snapshot().policy == "full"
         await pilot.press("C")
         assert run.review.enabled["update"] is True
         await pilot.press("C")
         assert run.review.enabled["update"] is False
-        await pilot.press("x")  # speculation: disabled until the engine has it
-        assert app.check_action("toggle_speculation", ()) is False
+        await pilot.press("x")
+        assert run.snapshot().speculation is True
+        await pilot.press("x")
+        assert run.snapshot().speculation is False
 
         await pilot.press("2")
         await until(pilot, lambda: app.screen.query("#pending") and app.screen.selected_id() is not None)
@@ -144,9 +148,8 @@ async def test_editor_problems_leave_the_item_waiting(tmp_path, monkeypatch, cas
         await until(pilot, lambda: app.screen.query("#pending") and app.screen.selected_id() is not None)
         item = app.screen.selected_id()
         await pilot.press("e")
-        await pilot.pause(0.3)
-        assert item in {p.item_id for p in run.review.pending()}
         expected = {"unset": "$EDITOR is not set", "fails": "exited with status 3", "empty": "edited text is empty"}[case]
-        assert any(expected in m for m in messages(app)), messages(app)
+        await until(pilot, lambda: any(expected in m for m in messages(app)), msg=lambda: str(messages(app)))
+        assert item in {p.item_id for p in run.review.pending()}
         run.stop("test over")
         await until(pilot, lambda: app.engine_task.done())
