@@ -68,6 +68,7 @@ class Orchestrator:
             reflect.downstream = self.stages[self.handlers.REFLECT_TO]
             self.stages["reflect"] = reflect
         self.recorder.reroute = self._reroute
+        self.recorder.abandon_speculative = getattr(self.handlers, "abandon_speculative", None)
         self.review = ReviewGates(ctx, self.stages, self.recorder.item_finished_at_gate)
         for gate in GATES:
             if gate in self.stages:
@@ -273,6 +274,7 @@ class Orchestrator:
             self.recorder.in_flight[item.item_id] = item
         refill = asyncio.create_task(self._refill(backlog), name="resume-backlog")
         admit = asyncio.create_task(self._admit(), name="select")
+        admit.add_done_callback(lambda _: self._changed.set())
         self._control_tasks = [refill, admit]
         watcher = asyncio.create_task(self._wait_until(lambda: self._stopped.is_set() or (
             self._draining and self.in_flight == self.review.pending_count and admit.done())), name="drain-watch")

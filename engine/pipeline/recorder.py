@@ -34,6 +34,8 @@ class Recorder:
         self.on_fatal = on_fatal
         self.in_flight: dict[str, WorkItem] = {}
         self.consecutive_errors = 0
+        self.abandon_speculative: Callable[[WorkItem], None] | None = None
+        """Set by the orchestrator: removes a speculative artifact whose item ended elsewhere."""
         self.reroute: Callable[[WorkItem, str], None] | None = None
         """Set by the orchestrator: sends an item to another stage (stale -> reflect)."""
 
@@ -133,6 +135,8 @@ class Recorder:
             self.save_item(item, outcome=None)
             return
         final = item.payload.get("outcome", outcome)
+        if "speculative" in item.payload and final != "accepted" and self.abandon_speculative is not None:
+            self.abandon_speculative(item)
         self.save_item(item, outcome=final)
         self.in_flight.pop(item.item_id, None)
         ctx.budget.release(ctx.reservations.pop(item.item_id, None))

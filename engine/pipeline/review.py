@@ -108,6 +108,9 @@ class ReviewGates:
         if decision not in ("approve", "reject", "edit"):
             raise ReviewError(f"unknown review decision {decision!r}; use approve, reject, edit or skip")
         if decision == "edit":
+            if gate != "evaluate":
+                raise ReviewError("edits are possible before evaluation only; an edit here would commit "
+                                  "text with another text's scores (approve or reject it)")
             if edited_text is None or not edited_text.strip():
                 raise ReviewError("an edit needs the edited text; empty text is not a proposal")
             item.payload["child"] = edited_text.strip()

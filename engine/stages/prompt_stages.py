@@ -124,7 +124,8 @@ class PromptStages:
         traces = await self.run_examples(parent.text, item.minibatch, "rollout")
         item.payload["traces"] = traces
         item.payload["parent_mb"] = [t["score"] for t in traces]
-        item.payload["parent_mb_of"] = item.parent_id
+        # The id read before the await: the parent may be removed (speculation) meanwhile.
+        item.payload["parent_mb_of"] = parent.artifact_id
         if all(t["score"] >= 1.0 for t in traces):
             # GEPA skips reflection when the parent is already perfect on the minibatch.
             _end(item, "skipped", "parent perfect on minibatch")
@@ -171,13 +172,13 @@ class PromptStages:
         ctx.bus.publish(ev.EvaluationStart(item_id=item.item_id, split="minibatch", n_examples=len(item.minibatch)))
         if item.payload.get("parent_mb_of") != item.parent_id:
             # Rebased by reflection onto another parent: the gate needs that parent's scores.
-            parent_text = ctx.pool.get(item.parent_id).text
+            new_parent = ctx.pool.get(item.parent_id)
             base, mb = await asyncio.gather(
-                self.run_examples(parent_text, item.minibatch, "evaluate"),
+                self.run_examples(new_parent.text, item.minibatch, "evaluate"),
                 self.run_examples(child, item.minibatch, "evaluate"),
             )
             item.payload["parent_mb"] = [t["score"] for t in base]
-            item.payload["parent_mb_of"] = item.parent_id
+            item.payload["parent_mb_of"] = new_parent.artifact_id
         else:
             mb = await self.run_examples(child, item.minibatch, "evaluate")
         child_sum = sum(t["score"] for t in mb)
@@ -252,14 +253,29 @@ class PromptStages:
         if confirmed:
             ctx.tally.speculative_confirmed += 1
             return True
-        ctx.tally.speculative_removed += 1
+        self._after_removal(spec, stored)
+        return False
+
+    def abandon_speculative(self, item: WorkItem) -> None:
+        """An item that inserted a speculative artifact ended without reaching update
+        (review reject, crash): the unvalidated artifact must leave the pool."""
+        ctx, spec = self.ctx, item.payload["speculative"]
+        if ctx.pool.get(spec["id"]).status != "speculative":
+            return
+        change = ctx.pool.set_status(spec["id"], "removed", None, {"reason": "its item ended before validation"})
+        stored = ctx.pool.get(spec["id"])
+        self.persist_artifact(stored, item.minibatch, {}, operator="mutate", lineage=False)
+        ctx.store.insert_pool_event(ctx.run_id, change.version, change.kind, spec["id"], dict(change.detail), time.time())
+        self._after_removal(spec, stored)
+
+    def _after_removal(self, spec: dict, stored: Artifact) -> None:
+        self.ctx.tally.speculative_removed += 1
         # Work derived from the removed artifact falls back to its parent and is now stale.
         for other in self.recorder.in_flight.values():
             if other.parent_id == spec["id"]:
                 other.parent_id = stored.parent_ids[0]
                 other.created_version = min(other.created_version, spec["version"] - 1)
                 other.payload["parent_removed"] = spec["id"]
-        return False
 
     async def update(self, item: WorkItem) -> None:
         ctx = self.ctx

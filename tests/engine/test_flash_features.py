@@ -725,9 +725,6 @@ async def test_removal_rebases_in_flight_children_and_makes_them_stale(harness) 
     assert item_rows["i000001"]["outcome"] == "removed_speculative"
 
 
-@pytest.mark.xfail(strict=True, reason="rollout labels its traces with the parent id read after the await: a "
-                                       "parent removed during rollout leaves parent_mb_of naming the grandparent, "
-                                       "so evaluate never re-runs the grandparent (prompt_stages.py rollout)")
 async def test_parent_removed_during_rollout_is_regated_against_the_grandparent(harness) -> None:
     run, task, item3, hold_roll_3 = await speculative_child_scenario(harness, {"policy": "full"})
     hold_roll_3.release()
@@ -738,8 +735,6 @@ async def test_parent_removed_during_rollout_is_regated_against_the_grandparent(
     assert sum(1 for r in harness.fake.of("evaluate", "i000003") if r.system == seed_text) == 3
 
 
-@pytest.mark.xfail(strict=True, reason="a speculative candidate rejected at the commit review gate is never "
-                                       "settled: it stays 'speculative' (live, selectable) forever (review.py decide)")
 async def test_rejecting_a_speculative_candidate_at_commit_removes_it(harness) -> None:
     fake = harness.fake
     run = await harness.create(pipeline={**SPEC, "max_in_flight": 1, "review_before_commit": True},
@@ -949,8 +944,6 @@ async def test_drain_with_parked_items_leaves_them_open(harness) -> None:
     assert harness.fake.of("evaluate", "i000001") == []
 
 
-@pytest.mark.xfail(strict=True, reason="an edit at the commit gate replaces the text after evaluation: the "
-                                       "artifact is committed with the scores of the text it replaced (review.py decide)")
 async def test_edit_at_the_commit_gate_never_commits_unevaluated_text(harness) -> None:
     run = await harness.create(pipeline={"mode": "async", "max_in_flight": 1, "review_before_commit": True},
                                budget={"max_proposals": 1})
