@@ -235,7 +235,17 @@ class EngineRun:
             "time_basis": "simulated" if ctx.config.uses_sim else "wall",
             "proposals_per_min": round(snap.proposals / minutes, 3) if minutes > 0 else None,
             "budget_spent": dict(snap.budget_spent),
+            **self._program_figures(),
         }
+
+    def _program_figures(self) -> dict:
+        """Program tasks: filter counts, patch retries and the sandbox's isolation level."""
+        handlers = self.orchestrator.handlers
+        if not hasattr(handlers, "sandbox"):
+            return {}
+        note = handlers.sandbox.note
+        return {"filters": dict(handlers.filters.counts), "patch_retries": handlers.patch_retries,
+                "sandbox": note() if callable(note) else note}
 
 
 async def _open_store(db_path: Path, create: bool) -> Store:
