@@ -19,7 +19,8 @@ from pathlib import Path
 from engine.runner import EngineRun, SetupError
 from evotui import bench_report as report
 
-_REFLECTIVE = {"mode": "async", "policy": "reflective", "max_gap": 0}
+# Reflective and guarded share the threshold, so their wasted tokens compare like for like.
+_REFLECTIVE = {"mode": "async", "policy": "reflective", "max_gap": 2}
 MODES = {
     "sync": {"pipeline": {"mode": "sync"}},
     "pxn": {"pipeline": {"mode": "pxn"}},
@@ -27,7 +28,8 @@ MODES = {
     "async-guarded": {"pipeline": {"mode": "async", "policy": "guarded", "max_gap": 2}},
     "async-reflective": {"pipeline": dict(_REFLECTIVE)},
     "async-spec": {"pipeline": {**_REFLECTIVE, "speculation": True}},
-    "async-best": {"pipeline": {**_REFLECTIVE, "speculation": True, "adaptive": True}},
+    "async-best": {"pipeline": {**_REFLECTIVE, "speculation": True, "adaptive": True, "max_in_flight": 16,
+                                "workers": {"rollout": 16, "propose": 16, "evaluate": 16, "reflect": 8}}},
 }
 DEFAULT_MODES = "sync,pxn,async,async-guarded,async-reflective,async-best"
 ZERO_LATENCY_SCALE = 1e9

@@ -64,7 +64,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("task", nargs="?", default="rules")
     bench.add_argument("--profile", choices=["vllm", "api"], default="vllm")
     bench.add_argument("--seeds", type=int, default=3, help="seeds per mode (default 3)")
-    bench.add_argument("--proposals", type=int, default=24, help="proposal budget per run (default 24)")
+    bench.add_argument("--proposals", type=int, default=48, help="proposal budget per run (default 48)")
     bench.add_argument("--modes", default=None, help="comma-separated, from: sync, pxn, async, async-guarded, "
                        "async-reflective, async-spec, async-best (default: all but async-spec)")
     bench.add_argument("--time-scale", type=float, default=None, help="simulated seconds per wall second")
