@@ -152,20 +152,15 @@ def _run(args: argparse.Namespace) -> int:
         from evotui.tui.launch import run_tui
 
         return run_tui(args)
-    from engine.runner import EngineRun, SetupError
+    from engine.runner import SetupError
     from evotui.headless import drive
 
     async def go() -> int:
         try:
-            if args.command == "run":
-                run = await EngineRun.create(args.task, options.config_layers(args), args.db)
-            else:
-                run = await EngineRun.resume(args.db, args.run_id, options.budget_layer(args))
+            run = await options.open_run(args)
         except SetupError as exc:
             print(f"evotui: error: {exc}", file=sys.stderr)
             return exc.exit_code
-        for warning in getattr(run.ctx.task, "warnings", ()):
-            print(f"evotui: warning: {warning}", file=sys.stderr)
         result = await drive(run, events_path=args.events, progress_every=args.progress_every, quiet=args.quiet)
         if result.status == "failed":
             print(f"evotui: run failed: {result.reason}", file=sys.stderr)

@@ -134,3 +134,19 @@ def config_layers(args: argparse.Namespace) -> list[tuple[str, dict]]:
         cli["budget"] = budget
     layers.append(("command line", cli))
     return layers
+
+
+async def open_run(args: argparse.Namespace):
+    """The EngineRun a `run` or `resume` command asks for (raises SetupError); prints the
+    task's warnings once. Shared by the headless and the TUI front ends."""
+    import sys
+
+    from engine.runner import EngineRun
+
+    if args.command == "run":
+        run = await EngineRun.create(args.task, config_layers(args), args.db)
+    else:
+        run = await EngineRun.resume(args.db, args.run_id, budget_layer(args))
+    for warning in getattr(run.ctx.task, "warnings", ()):
+        print(f"evotui: warning: {warning}", file=sys.stderr)
+    return run

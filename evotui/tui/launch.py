@@ -11,7 +11,7 @@ import asyncio
 import json
 import sys
 
-from engine.runner import EngineRun, SetupError
+from engine.runner import SetupError
 from evotui import options
 from evotui.control import ControlServer, socket_path
 from evotui.tui.app import EvoApp
@@ -69,10 +69,7 @@ def run_tui(args: argparse.Namespace) -> int:
 
 async def _run_live(args: argparse.Namespace, settings: UISettings) -> int:
     try:
-        if args.command == "run":
-            run = await EngineRun.create(args.task, options.config_layers(args), args.db)
-        else:
-            run = await EngineRun.resume(args.db, args.run_id, options.budget_layer(args))
+        run = await options.open_run(args)
     except SetupError as exc:
         print(f"evotui: error: {exc}", file=sys.stderr)
         return exc.exit_code
