@@ -2,29 +2,15 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 
 from engine.config import ConfigError, read_toml
 from engine.tasks.program_task import EXPECTED, ProgramTask, detect_format, load_program_task
-from engine.tasks.prompt_task import BUILTIN_DIR, PromptTask, TaskError, load_task
-
-
-def _resolve(name_or_path: str) -> Path:
-    path = Path(name_or_path).expanduser()
-    if path.is_dir():
-        return path.resolve()
-    for base in (BUILTIN_DIR, Path.cwd() / "tasks"):
-        cand = base / name_or_path
-        if cand.is_dir() and detect_format(cand):
-            return cand.resolve()
-    builtins = sorted(p.name for p in BUILTIN_DIR.iterdir() if p.is_dir() and detect_format(p)) if BUILTIN_DIR.is_dir() else []
-    hint = f" built-in tasks: {', '.join(builtins)}" if builtins else ""
-    raise TaskError(f"task {name_or_path!r}: no such folder;{hint} (or pass a path to a task folder)")
+from engine.tasks.prompt_task import PromptTask, TaskError, load_task, resolve_task_path
 
 
 def load_any_task(name_or_path: str) -> PromptTask | ProgramTask:
     """A prompt task (task.toml kind = "prompt") or a program task (native, OpenEvolve, ShinkaEvolve)."""
-    folder = _resolve(name_or_path)
+    folder = resolve_task_path(name_or_path, detect_format)
     fmt = detect_format(folder)
     if fmt is None:
         present = ", ".join(sorted(p.name for p in folder.iterdir())[:8]) or "nothing"

@@ -92,15 +92,20 @@ class PromptTask:
         return MetricResult(score=score, feedback=str(raw.get("feedback", "")))
 
 
-def resolve_task_path(name_or_path: str) -> Path:
+def _has_task_toml(folder: Path) -> bool:
+    return (folder / "task.toml").is_file()
+
+
+def resolve_task_path(name_or_path: str, is_task: Callable[[Path], object] = _has_task_toml) -> Path:
+    """A folder path as given, else a built-in task (or ./tasks/NAME) that `is_task` accepts."""
     path = Path(name_or_path).expanduser()
     if path.is_dir():
         return path.resolve()
     for base in (BUILTIN_DIR, Path.cwd() / "tasks"):
         cand = base / name_or_path
-        if cand.is_dir() and (cand / "task.toml").is_file():
+        if cand.is_dir() and is_task(cand):
             return cand.resolve()
-    builtins = sorted(p.name for p in BUILTIN_DIR.glob("*/task.toml") for p in [p.parent]) if BUILTIN_DIR.is_dir() else []
+    builtins = sorted(p.name for p in BUILTIN_DIR.iterdir() if p.is_dir() and is_task(p)) if BUILTIN_DIR.is_dir() else []
     hint = f" built-in tasks: {', '.join(builtins)}" if builtins else ""
     raise TaskError(f"task {name_or_path!r}: no such folder;{hint} (or pass a path to a task folder)")
 
