@@ -7,6 +7,7 @@ its control methods, and await run(). Nothing here prints.
 from __future__ import annotations
 
 import json
+import os
 import random
 import secrets
 import time
@@ -256,8 +257,6 @@ async def _open_store(db_path: Path, create: bool) -> Store:
 
 
 def _api_key_check(ep: EndpointConfig) -> None:
-    import os
-
     if ep.api_key_env and not os.environ.get(ep.api_key_env):
         raise SetupError(f"environment variable {ep.api_key_env} (api_key_env) is not set; export it or remove api_key_env")
 
@@ -275,20 +274,27 @@ async def _build_context(run_id: str, config: RunConfig, task: PromptTask, store
         await store.close()
         raise SetupError(str(exc), exit_code=exc.exit_code) from None
 
+    clients: list[LLMClient] = []
+
     def make(ep: EndpointConfig, name: str) -> LLMClient:
         _api_key_check(ep)
         if ep.url == LOCAL_URL:
-            return LLMClient(client_endpoint(ep, local), name=name, on_call=sink)
-        if ep.url == SIM_URL:
-            return LLMClient(ep, name=name, transport=transport, base_url=SIM_BASE, on_call=sink)
-        return LLMClient(ep, name=name, on_call=sink)
+            client = LLMClient(client_endpoint(ep, local), name=name, on_call=sink)
+        elif ep.url == SIM_URL:
+            client = LLMClient(ep, name=name, transport=transport, base_url=SIM_BASE, on_call=sink)
+        else:
+            client = LLMClient(ep, name=name, on_call=sink)
+        clients.append(client)
+        return client
 
     try:
         task_llm = make(config.task_llm, "task")
         reflection_llm = task_llm if config.reflection_llm is None else make(config.reflection, "reflection")
-        for client in {id(c): c for c in (task_llm, reflection_llm)}.values():
+        for client in clients:
             await client.check()
     except (LLMError, SetupError) as exc:
+        for client in clients:
+            await client.aclose()
         await store.close()
         if local is not None:
             local.stop()

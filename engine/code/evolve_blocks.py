@@ -129,11 +129,6 @@ def outside_text(source: str) -> list[str]:
     return parts
 
 
-def region_text(source: str) -> str:
-    """Concatenated editable text (the whole program when it has no markers)."""
-    return "".join(source[a:b] for a, b in editable_spans(source))
-
-
 def line_of(source: str, idx: int) -> int:
     return source.count("\n", 0, idx) + 1
 
@@ -169,15 +164,6 @@ def find_functions(source: str) -> list[Function]:
             end=off.index(span.end_byte),
         ))
     return sorted(out, key=lambda f: f.start)
-
-
-def enclosing_function(source: str, idx: int) -> Function | None:
-    """Innermost function whose span contains str index idx."""
-    best = None
-    for fn in find_functions(source):
-        if fn.start <= idx < fn.end and (best is None or fn.start >= best.start):
-            best = fn
-    return best
 
 
 @dataclass(frozen=True)

@@ -50,9 +50,6 @@ class ProgramFilters:
         self.known.add(digest)
         return digest
 
-    def forget(self, text: str) -> None:
-        self.known.discard(program_hash(text))
-
     def check(self, parent: str, child: str) -> Verdict:
         """Run every filter in order of cost; the first that fails is counted and returned."""
         verdict = self._verdict(parent, child)

@@ -63,6 +63,8 @@ class Recorder:
         ctx.staleness_counts[decision.action] += 1
         wasted = item.tokens if decision.action == "discard" else 0
         self.record_decision(item, stage.name, gap, decision.action, decision.reason, tokens=wasted)
+        if gap > 0:
+            ctx.bus.publish(ev.StaleDetected(item_id=item.item_id, stage=stage.name, gap=gap, decision=decision.action))
         if decision.action == "discard":
             self.discard(item, stage.name, gap, decision.reason, "discarded_stale")
             return "discarded_stale"
@@ -95,8 +97,6 @@ class Recorder:
                 decision=action, reason=reason,
             )
         )
-        if gap > 0 and action in ("pass", "discard", "reflect"):
-            ctx.bus.publish(ev.StaleDetected(item_id=item.item_id, stage=stage, gap=gap, decision=action))
 
     def discard(self, item: WorkItem, stage: str, gap: int, reason: str, outcome: str) -> None:
         """Count a discarded item's tokens as wasted and mark its outcome."""

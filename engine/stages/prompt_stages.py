@@ -128,6 +128,7 @@ class PromptStages:
         item.payload["parent_mb_of"] = parent.artifact_id
         if all(t["score"] >= 1.0 for t in traces):
             # GEPA skips reflection when the parent is already perfect on the minibatch.
+            self.ctx.tally.skipped += 1
             _end(item, "skipped", "parent perfect on minibatch")
             return None
         return item
