@@ -247,8 +247,7 @@ class Orchestrator:
             await self.running.wait()
             stage = self.stages[name]
             for item in batch:
-                item.stage = name
-                item.enqueued_at = time.time()
+                stage.mark_enqueued(item)
             results = await asyncio.gather(*(stage.run_one(item) for item in batch))
             batch = [r for r in results if isinstance(r, WorkItem)]
 

@@ -110,9 +110,12 @@ class Stage:
     def workers(self) -> int:
         return len(self._tasks)
 
-    async def put(self, item: WorkItem) -> None:
+    def mark_enqueued(self, item: WorkItem) -> None:
         item.stage = self.name
         item.enqueued_at = time.time()
+
+    async def put(self, item: WorkItem) -> None:
+        self.mark_enqueued(item)
         await self.queue.put(item)
 
     def start(self) -> None:

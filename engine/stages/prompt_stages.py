@@ -192,14 +192,14 @@ class PromptStages:
             ctx.bus.publish(ev.CandidateRejected(item_id=item.item_id, parent_id=item.parent_id, reason=reason))
             _end(item, "rejected", reason)
             return None
-        val = await self.validate(item, child)
+        val = await self.full_validation(item, child)
         item.payload["val"] = {t["example_id"]: t["score"] for t in val}
         item.payload["val_feedback"] = {t["example_id"]: t["feedback"] for t in val}
         mean = sum(item.payload["val"].values()) / len(val)
         ctx.bus.publish(ev.EvaluationEnd(item_id=item.item_id, split="val", score=mean))
         return item
 
-    async def validate(self, item: WorkItem, child: str) -> list[dict]:
+    async def full_validation(self, item: WorkItem, child: str) -> list[dict]:
         """Full validation; with speculation, the prefix first and a speculative insert if it
         beats the pool's best, then the rest (the same requests either way)."""
         ctx = self.ctx
