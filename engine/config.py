@@ -15,6 +15,9 @@ SIM_URL = "sim://"
 LOCAL_URL = "local://"
 """A managed llama.cpp server started by the run itself (engine.llm.local, settings in [local])."""
 STAGES = ("select", "rollout", "propose", "validate", "evaluate", "update", "reflect")
+DEFAULT_MAX_GAP = {"guarded": 2, "reflective": 0}
+"""Gap thresholds when max_gap is unset: guarded tolerates a little staleness before discarding;
+reflective repairs cheaply, so it checks every stale proposal (FlashEvolve's default)."""
 DEFAULT_WORKERS = {"select": 1, "rollout": 8, "propose": 8, "evaluate": 8, "update": 1, "reflect": 4}
 
 
@@ -157,8 +160,9 @@ class PipelineConfig(_Model):
     policy: Literal["full", "guarded", "reflective"] = "full"
     """Staleness policy (FlashEvolve §3.2): full passes everything, guarded discards items whose
     gap exceeds max_gap, reflective sends them to the reflect stage (keep, patch or discard)."""
-    max_gap: int = Field(default=2, ge=0)
-    """guarded: largest gap that passes; reflective: larger gaps are reflected on."""
+    max_gap: int | None = Field(default=None, ge=0)
+    """guarded: largest gap that passes (default 2); reflective: larger gaps are reflected on
+    (default 0: every stale proposal is checked against the pool changes)."""
     workers: dict[str, int] = Field(default_factory=lambda: dict(DEFAULT_WORKERS))
     """Workers per stage; stages not named keep their defaults."""
     queue_capacity: int = Field(default=16, gt=0)
@@ -179,6 +183,10 @@ class PipelineConfig(_Model):
     """Hold each proposal for a human decision before it is evaluated (TUI review queue)."""
     review_before_commit: bool = False
     """Hold each evaluated candidate for a human decision before it enters the pool."""
+
+    def gap_for(self, policy: str) -> int:
+        """The gap threshold a policy uses: max_gap if set, else the policy's default."""
+        return self.max_gap if self.max_gap is not None else DEFAULT_MAX_GAP.get(policy, 0)
 
     @model_validator(mode="after")
     def _bounds(self) -> "PipelineConfig":

@@ -314,7 +314,7 @@ async def _build_context(run_id: str, config: RunConfig, task: PromptTask, store
         bus=EventBus(),
         task_llm=task_llm,
         reflection_llm=reflection_llm,
-        policy=make_policy(config.pipeline.policy, config.pipeline.max_gap),
+        policy=make_policy(config.pipeline.policy, config.pipeline.gap_for(config.pipeline.policy)),
         rng=rng,
         sampler=MinibatchSampler(task.train_ids, config.pipeline.minibatch_size, random.Random(config.seed + 1)),
         backend=backend,

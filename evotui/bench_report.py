@@ -59,6 +59,7 @@ def summarise(results: dict[str, list[dict]], profile: str, simulated: bool) -> 
             "ratio_vs_sync": (med / sync_med) if med is not None and sync_med else None,
             "ratio_vs_pxn": (med / pxn_med) if med is not None and pxn_med else None,
             "utilization": _agg(rows, "utilization")[0],
+            "throughput_utilization": _agg(rows, "throughput_utilization")[0],
             "tokens_generated": _agg(rows, "tokens_generated")[0],
             "tokens_wasted": _agg(rows, "tokens_wasted")[0],
             "best_score": best,
@@ -83,9 +84,10 @@ def table(rows: list[dict], proposals: int, basis: str) -> str:
     lines = [
         f"evotui bench -- {'SIMULATED backend, profile ' + rows[0]['profile'] if rows[0]['simulated'] else 'real endpoint'}, "
         f"{proposals} proposals per run, {rows[0]['seeds']} seed(s); medians (min-max); throughput per {basis} minute",
-        "best = best validation score at equal proposals; best@t = when the fastest mode finished; util = tokens "
-        "generated / (elapsed x peak throughput); gap = version gap at consumption; disc/patch = % of checks",
-        f"{'mode':17} {'proposals/min':>21} {'x sync':>6} {'x pxn':>6} {'util':>5} {'best (min-max)':>19} {'best@t':>6} "
+        "best = best validation score at equal proposals; best@t = when the fastest mode finished; util = mean running "
+        "requests / backend capacity; tok/pk = tokens generated / (elapsed x peak throughput); "
+        "gap = version gap at consumption; disc/patch = % of checks",
+        f"{'mode':17} {'proposals/min':>21} {'x sync':>6} {'x pxn':>6} {'util':>5} {'tok/pk':>6} {'best (min-max)':>19} {'best@t':>6} "
         f"{'tok gen':>8} {'wasted':>7} {'gap50/95':>8} {'disc%':>5} {'patch%':>6}",
     ]
     for r in rows:
@@ -94,7 +96,7 @@ def table(rows: list[dict], proposals: int, basis: str) -> str:
         gaps = f"{_f(r['gap_p50'], '.0f')}/{_f(r['gap_p95'], '.0f')}"
         lines.append(
             f"{r['mode']:17} {spread:>21} {_f(r['ratio_vs_sync']):>6} {_f(r['ratio_vs_pxn']):>6} {_f(r['utilization']):>5} "
-            f"{best:>19} {_f(r['best_at_equal_time'], '.3f'):>6} {_f(r['tokens_generated'], '.0f'):>8} "
+            f"{_f(r['throughput_utilization']):>6} {best:>19} {_f(r['best_at_equal_time'], '.3f'):>6} {_f(r['tokens_generated'], '.0f'):>8} "
             f"{_f(r['tokens_wasted'], '.0f'):>7} {gaps:>8} {_f(r['discarded_pct'], '.0f'):>5} {_f(r['patched_pct'], '.0f'):>6}"
         )
     return "\n".join(lines)

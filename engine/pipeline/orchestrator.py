@@ -137,7 +137,7 @@ class Orchestrator:
         return new
 
     def set_policy(self, name: str, max_gap: int | None = None) -> None:
-        gap = self.ctx.config.pipeline.max_gap if max_gap is None else max_gap
+        gap = self.ctx.config.pipeline.gap_for(name) if max_gap is None else max_gap
         self.ctx.policy = make_policy(name, gap)
         self.ctx.bus.publish(ev.PolicyChanged(policy=name, max_gap=gap))
 

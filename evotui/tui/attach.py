@@ -14,6 +14,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+from engine.config import DEFAULT_MAX_GAP
 from engine.pipeline.review import PendingReview
 from engine.snapshot import EngineSnapshot, LLMSnapshot
 from engine.store.store import Store, StoreError
@@ -143,7 +144,7 @@ class AttachBackend(Backend):
             completion_tokens=int(tally.get("completion_tokens", 0)),
             budget_spent=MappingProxyType(dict(counters.get("budget") or {})),
             budget_limits=MappingProxyType({k.removeprefix("max_"): v for k, v in limits.items()}),
-            budget_exhausted=None, max_gap=int((config.get("pipeline") or {}).get("max_gap", 0) or 0),
+            budget_exhausted=None, max_gap=_gap(config, str(row.get("policy") or "")),
             review_pending=0, speculation=False, review_gates=MappingProxyType({}),
         )
 
@@ -195,3 +196,9 @@ class AttachBackend(Backend):
         if self.store is not None:
             await self.store.close()
             self.store = None
+
+
+def _gap(config: dict, policy: str) -> int:
+    """The stored run's gap threshold (max_gap unset means the policy's default)."""
+    gap = (config.get("pipeline") or {}).get("max_gap")
+    return int(gap) if gap is not None else DEFAULT_MAX_GAP.get(policy, 0)

@@ -15,7 +15,7 @@ def test_bench_json_has_each_mode_and_ratio():
     assert set(by_mode) == {"sync", "pxn", "async-reflective"}
     for r in rows:
         for key in ("proposals_per_min", "ratio_vs_sync", "ratio_vs_pxn", "best_score", "tokens_generated",
-                    "tokens_wasted", "utilization"):
+                    "tokens_wasted", "utilization", "throughput_utilization"):
             assert r[key] is not None, key
         assert r["simulated"] is True and r["runs"][0]["proposals"] <= 4
     assert by_mode["sync"]["ratio_vs_sync"] == 1.0

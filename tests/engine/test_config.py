@@ -212,3 +212,28 @@ def test_read_toml_errors(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as info:
         read_toml(bad)
     assert str(bad) in str(info.value) and "not valid TOML" in str(info.value)
+
+
+def test_gap_threshold_defaults_per_policy_and_an_explicit_max_gap_wins() -> None:
+    from engine.config import PipelineConfig
+
+    unset = PipelineConfig()
+    assert (unset.gap_for("guarded"), unset.gap_for("reflective"), unset.gap_for("full")) == (2, 0, 0)
+    explicit = PipelineConfig(max_gap=3)
+    assert (explicit.gap_for("guarded"), explicit.gap_for("reflective")) == (3, 3)
+
+
+async def test_runtime_policy_switch_uses_the_new_policys_default_gap(tmp_path) -> None:
+    from engine.runner import EngineRun
+
+    run = await EngineRun.create("rules", [("test", {"budget": {"max_proposals": 1}, "sim": {"time_scale": 1000}})],
+                                 tmp_path / "r.db")
+    try:
+        run.set_policy("reflective")
+        assert (run.ctx.policy.name, run.ctx.policy.max_gap) == ("reflective", 0)
+        run.set_policy("guarded")
+        assert (run.ctx.policy.name, run.ctx.policy.max_gap) == ("guarded", 2)
+        run.set_policy("guarded", 5)
+        assert run.ctx.policy.max_gap == 5
+    finally:
+        await run.close()

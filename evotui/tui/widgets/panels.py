@@ -70,7 +70,7 @@ class GapsPanel(Panel):
 
     def text(self, frame: Frame, **ctx) -> str:
         snap = frame.snap
-        guard = f" max gap {snap.max_gap}" if snap.policy == "guarded" else ""
+        guard = f" max gap {snap.max_gap}" if snap.policy in ("guarded", "reflective") else ""
         lines = [f"pool [b]v{snap.pool_version}[/] · {snap.pool_size} artifacts · policy [b]{snap.policy}[/]{guard}"]
         hist = dict(snap.gap_histogram)
         top = max(hist.values(), default=0) or 1
