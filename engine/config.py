@@ -171,6 +171,17 @@ class PipelineConfig(_Model):
     """async: most items admitted and not yet finished. Bounds the version gap (each in-flight
     item can commit at most once while another waits) and keeps parents fresh."""
     minibatch_size: int = Field(default=3, gt=0)
+    merge: bool = True
+    """Merge (GEPA's merge, for text): after accepted proposals, combine two Pareto-front
+    artifacts that grew apart from a common ancestor by applying both one's edits, then gate and
+    validate the result like a proposal. Merges are not proposals; they use LLM and metric calls."""
+    max_merges: int = Field(default=10, ge=0)
+    """Most merges a run starts (GEPA's max_merge_invocations)."""
+    merge_slots: int = Field(default=2, gt=0)
+    """async: merges in flight at once, beside max_in_flight proposals (they use spare backend
+    capacity); sync runs a merge as a step of its own."""
+    merge_minibatch_size: int = Field(default=5, gt=0)
+    """Validation examples, chosen where the two parents differ, that gate a merge."""
     speculation: bool = False
     """Speculative evaluation (FlashEvolve §3.3): after spec_alpha of the validation set, a
     candidate whose partial score beats the pool's best enters the pool as speculative; full

@@ -54,6 +54,8 @@ class Tally:
     failed: int = 0
     discarded_stale: int = 0
     skipped: int = 0
+    merges_tried: int = 0
+    merges_accepted: int = 0
     speculative_inserted: int = 0
     speculative_confirmed: int = 0
     speculative_removed: int = 0
@@ -83,6 +85,22 @@ class Tally:
 
 
 @dataclass
+class MergeState:
+    """Merges owed (one per accepted proposal), merges started, and pairs already tried."""
+
+    due: int = 0
+    done: int = 0
+    tried: set[tuple[str, str]] = field(default_factory=set)
+
+    def to_dict(self) -> dict:
+        return {"due": self.due, "done": self.done, "tried": sorted(list(p) for p in self.tried)}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "MergeState":
+        return cls(int(d.get("due", 0)), int(d.get("done", 0)), {(a, b) for a, b in d.get("tried", [])})
+
+
+@dataclass
 class RunContext:
     run_id: str
     config: RunConfig
@@ -103,6 +121,7 @@ class RunContext:
     gap_histogram: Counter = field(default_factory=Counter)
     staleness_counts: Counter = field(default_factory=Counter)
     val_order: ValidationOrder | None = None
+    merges: MergeState = field(default_factory=MergeState)
     seed_id: str = ""
     item_seq: int = 0
     started_mono: float = field(default_factory=time.monotonic)

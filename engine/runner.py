@@ -19,7 +19,7 @@ import httpx
 from engine import events as ev
 from engine.budget import Budget
 from engine.config import LOCAL_URL, SIM_URL, ConfigError, EndpointConfig, RunConfig, build_config
-from engine.context import CallSink, FatalRunError, RunContext, Tally
+from engine.context import CallSink, FatalRunError, MergeState, RunContext, Tally
 from engine.events import EventBus
 from engine.items import WorkItem
 from engine.llm.client import LLMClient
@@ -231,6 +231,8 @@ class EngineRun:
             "prompt_tokens": snap.prompt_tokens,
             "completion_tokens": snap.completion_tokens,
             "metric_calls": ctx.tally.metric_calls,
+            "merges_tried": ctx.tally.merges_tried,
+            "merges_accepted": ctx.tally.merges_accepted,
             "wall_s": round(ctx.elapsed(), 3),
             "pipeline_minutes": round(minutes, 4),
             "time_basis": "simulated" if ctx.config.uses_sim else "wall",
@@ -360,6 +362,7 @@ def _restore(ctx: RunContext, record) -> list[WorkItem]:
         restore_rng(ctx.rng, state["rng"])
         ctx.sampler.restore(state["sampler"])
         ctx.item_seq = int(state["item_seq"])
+        ctx.merges = MergeState.from_dict(state.get("merges") or {})
         if ctx.val_order is not None and "val_order" in state:
             ctx.val_order.restore(state["val_order"])
     best = ctx.pool.best()

@@ -74,6 +74,7 @@ class Orchestrator:
             if gate in self.stages:
                 self.stages[gate].handler = self.review.wrap(gate, self.stages[gate].handler)
         self.admitted = 0
+        self._merge_checked_at = -1
         self.controller: AdaptiveController | None = None
         self._aux_tasks: set[asyncio.Task] = set()
         self._control_tasks: list[asyncio.Task] = []
@@ -172,20 +173,48 @@ class Orchestrator:
         if cfg.mode == "pxn":
             await self._admit_steps(cfg.pxn_parents, cfg.pxn_mutations)
             return
-        # sync admits the next step only when the previous one has left the pipeline.
-        limit = 1 if cfg.mode == "sync" else cfg.max_in_flight
+        # sync admits the next step only when the previous one has left the pipeline; a merge
+        # is a step there. async: merges use their own slots, beside max_in_flight proposals.
+        sync = cfg.mode == "sync"
+        limit = 1 if sync else cfg.max_in_flight
         first = self.stages[self.handlers.PIPELINE[0]]
+
+        def merge_room() -> bool:
+            return (self.in_flight == 0 if sync else self.merges_in_flight < cfg.merge_slots) and self._merge_owed()
+
+        def proposal_room() -> bool:
+            return (self.in_flight if sync else self.in_flight - self.merges_in_flight) < limit
+
         while not self._draining:
-            await self._wait_until(lambda: (self.running.is_set() and self.in_flight < limit) or self._draining
-                                   or self._stopped.is_set())
+            await self._wait_until(lambda: (self.running.is_set() and (proposal_room() or merge_room()))
+                                   or self._draining or self._stopped.is_set())
             if self._stopped.is_set():
                 break
             if self._draining:
                 break
-            item = await self._admit_one()
+            item = self._admit_merge() if merge_room() else None
+            if item is None:
+                if not proposal_room():
+                    continue  # the merge search came up empty; wait for the pool to change
+                item = await self._admit_one()
             if item is None:
                 break
-            await first.put(item)
+            await (first if item.stage == first.name else self.stages[item.stage]).put(item)
+
+    @property
+    def merges_in_flight(self) -> int:
+        return sum(1 for item in self.recorder.in_flight.values() if "merge" in item.payload)
+
+    def _merge_owed(self) -> bool:
+        """A merge is due, allowed, within the proposal budget, and the pool changed since the
+        last search that found no mergeable pair."""
+        ctx, cfg = self.ctx, self.ctx.config.pipeline
+        if not (cfg.merge and hasattr(self.handlers, "select_merge") and ctx.merges.due > 0
+                and ctx.merges.done < cfg.max_merges and self._merge_checked_at != ctx.pool.version):
+            return False
+        cap, budget = ctx.budget.limit("proposals"), ctx.budget
+        # Merges ride along with proposals, never past their budget.
+        return cap is None or budget.spent["proposals"] + budget.reserved["proposals"] < cap
 
     async def _admit_one(self, parent_and_minibatch: tuple[str, list[str]] | None = None,
                          wait: bool = True) -> WorkItem | None:
@@ -215,6 +244,35 @@ class Orchestrator:
         self.admitted += 1
         return item
 
+    def _admit_merge(self) -> WorkItem | None:
+        """A merge item when one is owed (GEPA: after each accepted proposal) and the front
+        holds a mergeable pair that the budget can pay for; else None."""
+        ctx = self.ctx
+        merges = ctx.merges
+        if not self._merge_owed():
+            return None
+        found = self.handlers.select_merge()
+        self._merge_checked_at = ctx.pool.version
+        if found is None:
+            return None
+        reservation = ctx.budget.try_reserve(self.handlers.estimate_merge(), ctx.elapsed())
+        if reservation is None:
+            ctx.merges.tried.discard((min(found["ours"], found["theirs"]), max(found["ours"], found["theirs"])))
+            return None
+        merges.due -= 1
+        merges.done += 1
+        ctx.tally.merges_tried += 1
+        item = WorkItem(item_id=ctx.next_item_id(), created_version=ctx.pool.version, parent_id=found["ours"],
+                        minibatch=found["minibatch"], stage=self.handlers.MERGE_AT, created_at=time.time(),
+                        payload={"child": found["text"],
+                                 "merge": {k: found[k] for k in ("ours", "theirs", "base")}})
+        ctx.bus.publish(ev.CandidateSelected(item_id=item.item_id, parent_id=item.parent_id, minibatch=item.minibatch,
+                                             pool_version=ctx.pool.version))
+        ctx.reservations[item.item_id] = reservation
+        self.recorder.item_created(item)
+        self.admitted += 1
+        return item
+
     async def _admit_steps(self, parents: int, mutations: int) -> None:
         """pxn: P parents x N mutations per step; every stage waits for its slowest item."""
         while not self._draining:
@@ -224,7 +282,8 @@ class Orchestrator:
                 break
             if self._draining:
                 break
-            batch: list[WorkItem] = []
+            merge = self._admit_merge()
+            batch: list[WorkItem] = [merge] if merge is not None else []
             full = False
             for _ in range(parents):
                 parent, minibatch = self.handlers.select()
@@ -246,10 +305,13 @@ class Orchestrator:
                 return
             await self.running.wait()
             stage = self.stages[name]
-            for item in batch:
+            # Items that enter later in the pipeline (merges) wait until their stage comes.
+            here = [item for item in batch if item.stage == name]
+            later = [item for item in batch if item.stage != name]
+            for item in here:
                 stage.mark_enqueued(item)
-            results = await asyncio.gather(*(stage.run_one(item) for item in batch))
-            batch = [r for r in results if isinstance(r, WorkItem)]
+            results = await asyncio.gather(*(stage.run_one(item) for item in here))
+            batch = later + [r for r in results if isinstance(r, WorkItem)]
 
     def _publish_budget(self) -> None:
         ctx = self.ctx
@@ -273,7 +335,7 @@ class Orchestrator:
             self.recorder.in_flight[item.item_id] = item
         refill = asyncio.create_task(self._refill(backlog), name="resume-backlog")
         admit = asyncio.create_task(self._admit(), name="select")
-        admit.add_done_callback(lambda _: self._changed.set())
+        admit.add_done_callback(self._admission_done)
         self._control_tasks = [refill, admit]
         watcher = asyncio.create_task(self._wait_until(lambda: self._stopped.is_set() or (
             self._draining and self.in_flight == self.review.pending_count and admit.done())), name="drain-watch")
@@ -296,6 +358,14 @@ class Orchestrator:
         if self._stopped.is_set():
             return "interrupted"
         return "completed" if self.stop_reason.startswith("budget") else "interrupted"
+
+    def _admission_done(self, task: asyncio.Task) -> None:
+        self._changed.set()
+        if task.cancelled() or task.exception() is None:
+            return
+        exc = task.exception()
+        # A bug in admission must end the run loudly, not leave it waiting for items forever.
+        self._on_fatal(exc if isinstance(exc, FatalRunError) else FatalRunError(f"internal error in admission: {exc!r}"))
 
     async def _refill(self, backlog: list[WorkItem]) -> None:
         for item in backlog:

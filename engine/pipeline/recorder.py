@@ -58,6 +58,9 @@ class Recorder:
         if reflected is not None and stage.name in ("evaluate", "validate"):
             # Already checked against the pool by the reflect stage: do not loop back.
             decision = Decision("pass", f"reflected at v{reflected}")
+        elif "merge" in item.payload:
+            # Built from two validated pool artifacts, not from an outdated proposal.
+            decision = Decision("pass", "merge of pool artifacts")
         else:
             decision = ctx.policy.decide(gap, stage.name)
         ctx.staleness_counts[decision.action] += 1
@@ -180,7 +183,8 @@ class Recorder:
 
     def save_run_state(self) -> None:
         ctx = self.ctx
-        state = {"rng": rng_state(ctx.rng), "sampler": ctx.sampler.state(), "item_seq": ctx.item_seq}
+        state = {"rng": rng_state(ctx.rng), "sampler": ctx.sampler.state(), "item_seq": ctx.item_seq,
+                 "merges": ctx.merges.to_dict()}
         if ctx.val_order is not None:
             state["val_order"] = ctx.val_order.state()
         counters = {"budget": ctx.budget.counters(ctx.elapsed()), "tally": ctx.tally.to_dict()}

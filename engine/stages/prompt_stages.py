@@ -18,6 +18,7 @@ from engine.items import WorkItem
 from engine.llm.errors import LLMError
 from engine.llm.shrink import middle_out
 from engine.pool import Artifact
+from engine.selection import merge
 from engine.selection.pareto import pareto_weights, sample_parent
 from engine.stages import reflection
 from engine.tasks.prompt_task import TaskError
@@ -42,6 +43,7 @@ class PromptStages:
     PIPELINE = ("rollout", "propose", "evaluate", "update")
     CHECKED = ("propose", "evaluate")
     REFLECT_TO = "evaluate"
+    MERGE_AT = "evaluate"
 
     def __init__(self, ctx: RunContext) -> None:
         self.ctx = ctx
@@ -60,6 +62,27 @@ class PromptStages:
         t = ctx.tally
         per_call = (t.prompt_tokens + t.completion_tokens) / t.llm_calls if t.llm_calls else TOKENS_PER_CALL_PRIOR
         return {"proposals": 1, "llm_calls": calls, "metric_calls": calls - 1, "tokens": calls * per_call}
+
+    def select_merge(self) -> dict | None:
+        """A merge of two fully validated front artifacts with a common ancestor, or None."""
+        ctx = self.ctx
+        front = pareto_weights(ctx.pool.confirmed(), ctx.task.val_ids)
+        best = ctx.pool.best()
+        found = merge.pick_pair(front, ctx.pool.get, ctx.merges.tried, ctx.rng,
+                                prefer=best.artifact_id if best is not None else None)
+        if found is None:
+            return None
+        ours, theirs, base, text = found
+        batch = merge.differing_examples(ctx.pool.get(ours), ctx.pool.get(theirs), ctx.task.val_ids,
+                                         ctx.config.pipeline.merge_minibatch_size, ctx.rng)
+        return {"ours": ours, "theirs": theirs, "base": base, "text": text, "minibatch": batch}
+
+    def estimate_merge(self) -> dict[str, float]:
+        """Worst-case cost of one merge: its gate batch and full validation, no proposal."""
+        calls = self.ctx.config.pipeline.merge_minibatch_size + len(self.ctx.task.val)
+        per = self.estimate()
+        per_call = per["tokens"] / per["llm_calls"]
+        return {"llm_calls": calls, "metric_calls": calls, "tokens": calls * per_call}
 
     async def evaluate_seed(self) -> None:
         """Score the seed prompt on the validation set and commit it as pool version 1."""
@@ -171,7 +194,16 @@ class PromptStages:
         ctx = self.ctx
         child = item.payload["child"]
         ctx.bus.publish(ev.EvaluationStart(item_id=item.item_id, split="minibatch", n_examples=len(item.minibatch)))
-        if item.payload.get("parent_mb_of") != item.parent_id:
+        if "merge" in item.payload:
+            # Gate of a merge: its batch against the better of both parents, whose scores on these
+            # validation examples are known; a tie passes (it unites two validated edits).
+            m = item.payload["merge"]
+            mb = await self.run_examples(child, item.minibatch, "evaluate")
+            item.payload["parent_mb"] = [max(ctx.pool.get(m[side]).val_scores.get(ex, 0.0) for side in ("ours", "theirs"))
+                                         for ex in item.minibatch]
+            bars = [sum(ctx.pool.get(m[side]).val_scores.get(ex, 0.0) for ex in item.minibatch) for side in ("ours", "theirs")]
+            item.payload["merge_bar"] = max(bars)
+        elif item.payload.get("parent_mb_of") != item.parent_id:
             # Rebased by reflection onto another parent: the gate needs that parent's scores.
             new_parent = ctx.pool.get(item.parent_id)
             base, mb = await asyncio.gather(
@@ -183,10 +215,10 @@ class PromptStages:
         else:
             mb = await self.run_examples(child, item.minibatch, "evaluate")
         child_sum = sum(t["score"] for t in mb)
-        parent_sum = sum(item.payload["parent_mb"])
+        parent_sum = item.payload.get("merge_bar", sum(item.payload["parent_mb"]))
         item.payload["child_mb"] = [t["score"] for t in mb]
         ctx.bus.publish(ev.EvaluationEnd(item_id=item.item_id, split="minibatch", score=child_sum / max(1, len(mb))))
-        if child_sum <= parent_sum:
+        if child_sum < parent_sum or (child_sum == parent_sum and "merge" not in item.payload):
             reason = f"minibatch gate: {child_sum:.2f} <= parent {parent_sum:.2f}"
             ctx.tally.rejected += 1
             ctx.bus.publish(ev.CandidateRejected(item_id=item.item_id, parent_id=item.parent_id, reason=reason))
@@ -225,7 +257,7 @@ class PromptStages:
         art = Artifact(
             artifact_id=f"a{item.item_id[1:]}",
             text=child,
-            parent_ids=(item.parent_id,),
+            parent_ids=(m["ours"], m["theirs"]) if (m := item.payload.get("merge")) else (item.parent_id,),
             created_version=0,
             val_scores={t["example_id"]: t["score"] for t in prefix},
             status="speculative",
@@ -288,19 +320,22 @@ class PromptStages:
                 return None
             stored = ctx.pool.get(artifact_id)
             return self._accepted(item, stored, before)
+        m = item.payload.get("merge")
         art = Artifact(
             artifact_id=artifact_id,
             text=item.payload["child"],
-            parent_ids=(item.parent_id,),
+            parent_ids=(m["ours"], m["theirs"]) if m else (item.parent_id,),
             created_version=0,
             val_scores=item.payload["val"],
             created_at=time.time(),
             meta={"item_id": item.item_id, "from_version": item.created_version,
-                  **({"rebased": item.payload["rebased"]} if "rebased" in item.payload else {})},
+                  **({"rebased": item.payload["rebased"]} if "rebased" in item.payload else {}),
+                  **({"merge_base": m["base"]} if m else {})},
         )
         change = ctx.pool.add(art, {"parent": item.parent_id, "val_mean": art.val_mean, "item_id": item.item_id})
         stored = ctx.pool.get(artifact_id)
-        self.persist_artifact(stored, item.minibatch, item.payload.get("val_feedback", {}), operator="mutate")
+        self.persist_artifact(stored, item.minibatch, item.payload.get("val_feedback", {}),
+                              operator="merge" if m else "mutate")
         ctx.store.insert_pool_event(ctx.run_id, change.version, change.kind, artifact_id, dict(change.detail), time.time())
         return self._accepted(item, stored, before)
 
@@ -308,6 +343,10 @@ class PromptStages:
         ctx = self.ctx
         artifact_id = stored.artifact_id
         ctx.tally.accepted += 1
+        if "merge" in item.payload:
+            ctx.tally.merges_accepted += 1
+        else:
+            ctx.merges.due += 1  # GEPA owes a merge attempt for every new proposal in the pool
         is_best = before is None or stored.val_mean > before.val_mean
         if is_best:
             ctx.best_history.append((ctx.elapsed(), stored.val_mean))

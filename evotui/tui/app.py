@@ -15,6 +15,7 @@ from textual.screen import Screen
 from textual.widgets import HelpPanel
 from textual.worker import Worker, WorkerState
 
+from evotui.tui import textual_fixes  # noqa: F401  (patches a Textual toast hang on import)
 from evotui.tui.backend import Backend, BackendError
 from evotui.tui.bridge import Sampler
 from evotui.tui.keymap import APP_BINDINGS

@@ -19,7 +19,7 @@ from engine.pipeline.review import PendingReview
 from engine.snapshot import EngineSnapshot, LLMSnapshot
 from engine.store.store import Store, StoreError
 from evotui.control import ControlClient, ControlError, snapshot_from_dict, socket_path
-from evotui.tui.backend import ArtifactView, Backend, BackendError, Frame, LLMStat, _Histories
+from evotui.tui.backend import ArtifactView, Backend, BackendError, Frame, LLMStat, _Histories, provenance
 
 POLL_S = 1.0
 
@@ -105,7 +105,9 @@ class AttachBackend(Backend):
                                    f"artifact_id={a['artifact_id']} val_mean={a['val_mean']}")
         self._artifacts = [
             ArtifactView(a["artifact_id"], (a["parent_ids"] or [None])[0], a["created_version"], a["status"],
-                         a["val_mean"], a["text"], notes.get(str((a["meta"] or {}).get("item_id", "")), ""))
+                         a["val_mean"], a["text"],
+                         provenance(a["meta"] or {}, a["parent_ids"] or [],
+                                    notes.get(str((a["meta"] or {}).get("item_id", "")), "")))
             for a in arts
         ]
         if self.can_control:

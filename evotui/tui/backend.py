@@ -58,6 +58,21 @@ class ArtifactView:
     """Review decision or other provenance, e.g. "edited at evaluate"."""
 
 
+def provenance(meta: dict, parent_ids: list[str] | tuple[str, ...], review_note: str = "") -> str:
+    """How an artifact came to be, for the lineage view: merge parents, a reflective rebase, a
+    review decision."""
+    parts = []
+    if len(parent_ids) > 1:
+        parts.append("merge of " + " + ".join(parent_ids))
+    rebased = meta.get("rebased")
+    if isinstance(rebased, dict):
+        parts.append(f"patched from {rebased.get('from_parent')} (v{rebased.get('from_version')} -> "
+                     f"v{rebased.get('to_version')})")
+    if review_note:
+        parts.append(review_note)
+    return " · ".join(parts)
+
+
 @dataclass(frozen=True)
 class Frame:
     snap: EngineSnapshot
@@ -240,7 +255,8 @@ class LiveBackend(Backend):
         for a in self.run.ctx.pool.artifacts():
             item = str(a.meta.get("item_id", ""))
             out.append(ArtifactView(a.artifact_id, a.parent_ids[0] if a.parent_ids else None, a.created_version,
-                                    a.status, a.val_mean if a.val_scores else None, a.text, self._notes.get(item, "")))
+                                    a.status, a.val_mean if a.val_scores else None, a.text,
+                                    provenance(dict(a.meta), a.parent_ids, self._notes.get(item, ""))))
         out.extend(v for v in self._rejected.values() if v.parent_id)
         return out
 

@@ -24,7 +24,9 @@ def test_run_evolves_builtin_task_above_seed(db, tmp_path):
     con = sqlite3.connect(db)
     assert con.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
     assert con.execute("SELECT count(*) FROM llm_calls").fetchone()[0] == s["llm_calls"]
-    assert con.execute("SELECT count(*) FROM lineage").fetchone()[0] == s["accepted"]
+    # one lineage row per parent: a merge has two
+    assert con.execute("SELECT count(*) FROM lineage").fetchone()[0] == s["accepted"] + s["merges_accepted"]
+    assert con.execute("SELECT count(*) FROM lineage WHERE operator = 'merge'").fetchone()[0] == 2 * s["merges_accepted"]
     assert con.execute("SELECT count(*) FROM items WHERE outcome IS NULL").fetchone()[0] == 0
     assert con.execute("SELECT max(version) FROM pool_events").fetchone()[0] == s["pool_version"]
 
@@ -69,7 +71,9 @@ def test_program_task_through_the_cli_improves_and_resumes(db):
     assert s["task"] == "circle_packing" and s["status"] == "completed"
     assert s["best_score"] > s["seed_score"]
     con = sqlite3.connect(db)
-    assert con.execute("SELECT count(*) FROM lineage").fetchone()[0] == s["accepted"]
+    # one lineage row per parent: a merge has two
+    assert con.execute("SELECT count(*) FROM lineage").fetchone()[0] == s["accepted"] + s["merges_accepted"]
+    assert con.execute("SELECT count(*) FROM lineage WHERE operator = 'merge'").fetchone()[0] == 2 * s["merges_accepted"]
     con.close()
     more = evotui("resume", s["run_id"], "--db", str(db), "--no-ui", "--max-proposals", "24", *FAST[2:])
     assert more.returncode == 0, more.stderr

@@ -279,7 +279,8 @@ class Harness:
         return {
             "seed": seed,
             "task_llm": {"max_retries": 0},
-            "pipeline": {"minibatch_size": 3, **(pipeline or {})},
+            # Merges off unless a test asks: most tests count items and requests exactly.
+            "pipeline": {"minibatch_size": 3, "merge": False, **(pipeline or {})},
             "budget": budget or {},
         }
 

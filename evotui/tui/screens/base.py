@@ -46,9 +46,10 @@ class EvoScreen(Screen):
                 "The run continues; enlarge the window or press q to quit.")
 
     def apply(self, frame: Frame, app) -> None:
-        if not self.ready:
-            return
-        self.query_one(StatusBar).show(frame, app.selected_stage)
+        bars = self.query(StatusBar)
+        if not self.ready or not bars:
+            return  # not composed yet, or being torn down (e.g. while the editor suspends the app)
+        bars.first().show(frame, app.selected_stage)
         self.refresh_body(frame, app)
 
     def refresh_body(self, frame: Frame, app) -> None:

@@ -27,7 +27,8 @@ class LineageScreen(EvoScreen):
     HELP = """\
 ## Lineage
 Every artifact under its parent: ◆ seed, ● confirmed, ✗ rejected (by the metric or a reviewer),
-with score, pool version and review decision. **enter** diffs against the parent, **y** copies
+with score, pool version, provenance (merge of two parents, patched by reflection) and review
+decision. **enter** diffs against the parent, **y** copies
 the id, **Y** the text (OSC 52; under tmux set `set-clipboard on`).
 """
 

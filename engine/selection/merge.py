@@ -1,0 +1,117 @@
+"""Merging two pool artifacts that grew apart from a common ancestor (GEPA's merge, for text).
+
+Asynchronous evolution produces siblings: proposals made in parallel from the same parent each
+add their own improvement, and none holds the others'. A merge applies both descendants' edits
+to their nearest common ancestor, line by line, like a three-way merge in version control:
+- edits that touch different ancestor lines are all applied;
+- insertions at the same place are both kept (ours first), since instructions and code
+  additions are usually independent there; identical lines are kept once;
+- edits that replace or delete overlapping ancestor lines differently are a conflict: no merge.
+The merged text is only a candidate; it is gated and fully validated like any proposal.
+"""
+
+from __future__ import annotations
+
+import difflib
+import random
+from typing import Mapping, Sequence
+
+from engine.pool import Artifact
+
+Hunk = tuple[int, int, list[str]]
+"""(start, end, replacement): ancestor lines [start, end) become replacement."""
+
+
+def _hunks(base: list[str], other: list[str]) -> list[Hunk]:
+    matcher = difflib.SequenceMatcher(None, base, other, autojunk=False)
+    return [(i1, i2, other[j1:j2]) for tag, i1, i2, j1, j2 in matcher.get_opcodes() if tag != "equal"]
+
+
+def _overlap(a: Hunk, b: Hunk) -> bool:
+    (a1, a2, _), (b1, b2, _) = a, b
+    if a1 == a2 or b1 == b2:  # an insertion conflicts only when it falls inside the other's range
+        point, (lo, hi) = (a1, (b1, b2)) if a1 == a2 else (b1, (a1, a2))
+        return lo < point < hi
+    return max(a1, b1) < min(a2, b2)
+
+
+def three_way(base: str, ours: str, theirs: str) -> str | None:
+    """Both descendants' edits applied to base; None on a conflict or when the result adds
+    nothing to ours or theirs (one already contains the other's edits)."""
+    base_l, ours_l, theirs_l = base.splitlines(), ours.splitlines(), theirs.splitlines()
+    mine, other = _hunks(base_l, ours_l), _hunks(base_l, theirs_l)
+    merged_hunks: list[Hunk] = list(mine)
+    for h in other:
+        same_place = [m for m in mine if (m[0], m[1]) == (h[0], h[1])]
+        if same_place and same_place[0][2] == h[2]:
+            continue  # both made the same edit
+        if same_place and h[0] == h[1]:  # two insertions at one point: keep both
+            idx = merged_hunks.index(same_place[0])
+            extra = [ln for ln in h[2] if ln not in same_place[0][2]]
+            merged_hunks[idx] = (h[0], h[1], same_place[0][2] + extra)
+            continue
+        if any(_overlap(m, h) or (m[0], m[1]) == (h[0], h[1]) for m in mine):
+            return None
+        merged_hunks.append(h)
+    out: list[str] = []
+    pos = 0
+    # Insertions before replacements at the same start keep ancestor order stable.
+    for start, end, repl in sorted(merged_hunks, key=lambda h: (h[0], h[1] != h[0])):
+        out.extend(base_l[pos:start])
+        out.extend(repl)
+        pos = max(pos, end)
+    out.extend(base_l[pos:])
+    text = "\n".join(out)
+    if text.strip() in (ours.strip(), theirs.strip()):
+        return None
+    return text
+
+
+def ancestors(pool_get, artifact_id: str) -> list[str]:
+    """artifact_id and its first-parent ancestors, nearest first."""
+    chain, seen = [], set()
+    current: str | None = artifact_id
+    while current is not None and current not in seen:
+        seen.add(current)
+        chain.append(current)
+        parents = pool_get(current).parent_ids
+        current = parents[0] if parents else None
+    return chain
+
+
+def pick_pair(front: Mapping[str, int], pool_get, tried: set[tuple[str, str]],
+              rng: random.Random, prefer: str | None = None) -> tuple[str, str, str, str] | None:
+    """(ours, theirs, ancestor, merged text) for two front artifacts that descend from a common
+    ancestor, neither from the other, not tried before and without a conflict. Pairs with
+    `prefer` (the current best: merging into it compounds progress) come first, then the largest
+    combined front weight (ties broken by rng). None if there is none."""
+    ids = sorted(front)
+    pairs: list[tuple[bool, int, float, str, str]] = []
+    for i, a in enumerate(ids):
+        for b in ids[i + 1:]:
+            if (a, b) not in tried:
+                pairs.append((prefer in (a, b), front[a] + front[b], rng.random(), a, b))
+    for *_, a, b in sorted(pairs, reverse=True):
+        tried.add((a, b))
+        chain_a, chain_b = ancestors(pool_get, a), ancestors(pool_get, b)
+        if a in chain_b or b in chain_a:
+            continue
+        common = next((x for x in chain_a if x in set(chain_b)), None)
+        if common is None:
+            continue
+        ours, theirs = (a, b) if pool_get(a).val_mean >= pool_get(b).val_mean else (b, a)
+        text = three_way(pool_get(common).text, pool_get(ours).text, pool_get(theirs).text)
+        if text is not None:
+            return ours, theirs, common, text
+    return None
+
+
+def differing_examples(a: Artifact, b: Artifact, example_ids: Sequence[str], k: int,
+                       rng: random.Random) -> list[str]:
+    """Up to k validation examples where a and b score differently (the merge's gate batch),
+    filled up with other examples if fewer differ."""
+    differ = [ex for ex in example_ids if a.val_scores.get(ex) != b.val_scores.get(ex)]
+    same = [ex for ex in example_ids if ex not in set(differ)]
+    rng.shuffle(differ)
+    rng.shuffle(same)
+    return (differ + same)[:k]
