@@ -28,6 +28,8 @@ MODES = {
     "async-guarded": {"pipeline": {"mode": "async", "policy": "guarded", "max_gap": 2}},
     "async-reflective": {"pipeline": dict(_REFLECTIVE)},
     "async-spec": {"pipeline": {**_REFLECTIVE, "speculation": True}},
+    # The quality end of the throughput/quality frontier: fewer items in flight, fresher parents.
+    "async-4": {"pipeline": {**_REFLECTIVE, "speculation": True, "max_in_flight": 4}},
     "async-best": {"pipeline": {**_REFLECTIVE, "speculation": True, "adaptive": True, "max_in_flight": 16,
                                 "workers": {"rollout": 16, "propose": 16, "evaluate": 16, "reflect": 8}}},
 }

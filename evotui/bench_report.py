@@ -71,6 +71,7 @@ def summarise(results: dict[str, list[dict]], profile: str, simulated: bool) -> 
             "gap_p95": _agg(rows, "gap_p95")[0],
             "discarded_pct": _agg(rows, "discarded_pct")[0],
             "patched_pct": _agg(rows, "patched_pct")[0],
+            "merges": _agg(rows, "merges")[0],
             "runs": rows,
         })
     return out
@@ -86,9 +87,9 @@ def table(rows: list[dict], proposals: int, basis: str) -> str:
         f"{proposals} proposals per run, {rows[0]['seeds']} seed(s); medians (min-max); throughput per {basis} minute",
         "best = best validation score at equal proposals; best@t = when the fastest mode finished; util = mean running "
         "requests / backend capacity; tok/pk = tokens generated / (elapsed x peak throughput); "
-        "gap = version gap at consumption; disc/patch = % of checks",
+        "gap = version gap at consumption; disc/patch = % of checks; merge = merges accepted",
         f"{'mode':17} {'proposals/min':>21} {'x sync':>6} {'x pxn':>6} {'util':>5} {'tok/pk':>6} {'best (min-max)':>19} {'best@t':>6} "
-        f"{'tok gen':>8} {'wasted':>7} {'gap50/95':>8} {'disc%':>5} {'patch%':>6}",
+        f"{'tok gen':>8} {'wasted':>7} {'gap50/95':>8} {'disc%':>5} {'patch%':>6} {'merge':>5}",
     ]
     for r in rows:
         spread = f"{_f(r['proposals_per_min'])} ({_f(r['proposals_per_min_min'])}-{_f(r['proposals_per_min_max'])})"
@@ -97,7 +98,8 @@ def table(rows: list[dict], proposals: int, basis: str) -> str:
         lines.append(
             f"{r['mode']:17} {spread:>21} {_f(r['ratio_vs_sync']):>6} {_f(r['ratio_vs_pxn']):>6} {_f(r['utilization']):>5} "
             f"{_f(r['throughput_utilization']):>6} {best:>19} {_f(r['best_at_equal_time'], '.3f'):>6} {_f(r['tokens_generated'], '.0f'):>8} "
-            f"{_f(r['tokens_wasted'], '.0f'):>7} {gaps:>8} {_f(r['discarded_pct'], '.0f'):>5} {_f(r['patched_pct'], '.0f'):>6}"
+            f"{_f(r['tokens_wasted'], '.0f'):>7} {gaps:>8} {_f(r['discarded_pct'], '.0f'):>5} {_f(r['patched_pct'], '.0f'):>6} "
+            f"{_f(r['merges'], '.0f'):>5}"
         )
     return "\n".join(lines)
 

@@ -21,6 +21,7 @@ from engine.items import WorkItem
 from engine.llm.errors import LLMError
 from engine.pool import Artifact
 from engine.sandbox import EvalResult, Sandbox
+from engine.selection import merge
 from engine.stages import program_prompt as prompt
 from engine.stages.prompt_stages import current_item
 
@@ -46,6 +47,7 @@ class ProgramStages:
     PIPELINE = ("propose", "validate", "evaluate", "update")
     CHECKED = ("propose", "evaluate")
     REFLECT_TO = "evaluate"
+    MERGE_AT = "validate"
     recorder = None
     """Set by the orchestrator."""
 
@@ -77,6 +79,24 @@ class ProgramStages:
         per_call = (t.prompt_tokens + t.completion_tokens) / t.llm_calls if t.llm_calls else TOKENS_PER_CALL_PRIOR
         calls = 1 + self.settings.max_patch_retries
         return {"proposals": 1, "llm_calls": calls, "metric_calls": 1, "tokens": calls * per_call}
+
+    def select_merge(self) -> dict | None:
+        """A line merge of two elite programs with a common ancestor (the best first), or None.
+        It is validated (syntax, EVOLVE-BLOCK regions) and evaluated like any proposal."""
+        ctx = self.ctx
+        elite = sorted(ctx.pool.confirmed(), key=lambda a: (-a.val_mean, a.created_version))[: self.settings.elite_size]
+        weights = {a.artifact_id: len(elite) - rank for rank, a in enumerate(elite)}
+        best = ctx.pool.best()
+        found = merge.pick_pair(weights, ctx.pool.get, ctx.merges.tried, ctx.rng,
+                                prefer=best.artifact_id if best is not None else None)
+        if found is None:
+            return None
+        ours, theirs, base, text = found
+        return {"ours": ours, "theirs": theirs, "base": base, "text": text, "minibatch": []}
+
+    def estimate_merge(self) -> dict[str, float]:
+        """One evaluation, no LLM call."""
+        return {"metric_calls": 1}
 
     async def run_evaluation(self, program: str) -> EvalResult:
         s = self.settings
@@ -208,18 +228,24 @@ class ProgramStages:
         artifact_id = f"a{item.item_id[1:]}"
         before = ctx.pool.best()
         art = Artifact(
-            artifact_id=artifact_id, text=item.payload["child"], parent_ids=(item.parent_id,), created_version=0,
+            artifact_id=artifact_id, text=item.payload["child"],
+            parent_ids=(m["ours"], m["theirs"]) if (m := item.payload.get("merge")) else (item.parent_id,),
+            created_version=0,
             val_scores={SCORE_KEY: item.payload["score"]}, created_at=time.time(),
             meta={"item_id": item.item_id, "from_version": item.created_version, "metrics": item.payload["metrics"],
                   "feedback": item.payload["feedback"], "diff": prompt.clip(item.payload.get("diff", ""), 4000),
                   "patch_format": self.settings.patch_format, "patch_retries": item.payload.get("patch_retries", 0),
-                  "eval_s": item.payload.get("eval_s")},
+                  "eval_s": item.payload.get("eval_s"), **({"merge_base": m["base"]} if m else {})},
         )
         change = ctx.pool.add(art, {"parent": item.parent_id, "val_mean": art.val_mean, "item_id": item.item_id})
         stored = ctx.pool.get(artifact_id)
-        self.persist_artifact(stored, "mutate")
+        self.persist_artifact(stored, "merge" if m else "mutate")
         ctx.store.insert_pool_event(ctx.run_id, change.version, change.kind, artifact_id, dict(change.detail), time.time())
         ctx.tally.accepted += 1
+        if m:
+            ctx.tally.merges_accepted += 1
+        else:
+            ctx.merges.due += 1
         is_best = before is None or stored.val_mean > before.val_mean
         if is_best:
             ctx.best_history.append((ctx.elapsed(), stored.val_mean))

@@ -35,6 +35,24 @@ async def test_circle_packing_improves_on_simulator(tmp_path):
     assert stages.patch_retries > 0 and sum(stages.filters.counts.values()) > 0
 
 
+async def test_program_merges_combine_two_elite_programs(tmp_path):
+    task = load_any_task("circle_packing")
+    orch, stages, status = await run_program(task, tmp_path / "r.db", {**FAST, "budget": {"max_proposals": 30},
+                                                                      "seed": 3})
+    ctx = orch.ctx
+    assert status == "completed" and ctx.tally.proposal_attempts == 30
+    merged = [a for a in ctx.pool.artifacts() if len(a.parent_ids) == 2]
+    assert merged and ctx.tally.merges_accepted == len(merged) <= ctx.tally.merges_tried == ctx.merges.done
+    for art in merged:
+        ours, theirs = (ctx.pool.get(p) for p in art.parent_ids)
+        base = ctx.pool.get(art.meta["merge_base"])
+        # both sides' changes to the common ancestor are in the merged program
+        for side in (ours, theirs):
+            added = set(side.text.splitlines()) - set(base.text.splitlines())
+            assert added <= set(art.text.splitlines())
+        assert "metrics" in art.meta  # evaluated in the sandbox like any program
+
+
 async def test_sync_mode_heilbronn(tmp_path):
     task = load_any_task("heilbronn")
     orch, _, status = await run_program(task, tmp_path / "r.db", {**FAST, "budget": {"max_proposals": 12},
