@@ -16,7 +16,7 @@ import difflib
 import random
 from typing import Mapping, Sequence
 
-from engine.pool import Artifact
+from engine.pool import Artifact, Pool
 
 Hunk = tuple[int, int, list[str]]
 """(start, end, replacement): ancestor lines [start, end) become replacement."""
@@ -104,6 +104,17 @@ def pick_pair(front: Mapping[str, int], pool_get, tried: set[tuple[str, str]],
         if text is not None:
             return ours, theirs, common, text
     return None
+
+
+def plan_merge(pool: Pool, front: Mapping[str, int], tried: set[tuple[str, str]], rng: random.Random) -> dict | None:
+    """The next merge among `front` (pairs with the pool's best first) as a merge item's fields:
+    ours, theirs, base, text and an empty gate batch; None if no pair merges."""
+    best = pool.best()
+    found = pick_pair(front, pool.get, tried, rng, prefer=best.artifact_id if best is not None else None)
+    if found is None:
+        return None
+    ours, theirs, base, text = found
+    return {"ours": ours, "theirs": theirs, "base": base, "text": text, "minibatch": []}
 
 
 def differing_examples(a: Artifact, b: Artifact, example_ids: Sequence[str], k: int,

@@ -86,13 +86,7 @@ class ProgramStages:
         ctx = self.ctx
         elite = sorted(ctx.pool.confirmed(), key=lambda a: (-a.val_mean, a.created_version))[: self.settings.elite_size]
         weights = {a.artifact_id: len(elite) - rank for rank, a in enumerate(elite)}
-        best = ctx.pool.best()
-        found = merge.pick_pair(weights, ctx.pool.get, ctx.merges.tried, ctx.rng,
-                                prefer=best.artifact_id if best is not None else None)
-        if found is None:
-            return None
-        ours, theirs, base, text = found
-        return {"ours": ours, "theirs": theirs, "base": base, "text": text, "minibatch": []}
+        return merge.plan_merge(ctx.pool, weights, ctx.merges.tried, ctx.rng)
 
     def estimate_merge(self) -> dict[str, float]:
         """One evaluation, no LLM call."""

@@ -67,16 +67,13 @@ class PromptStages(SpeculationMixin):
     def select_merge(self) -> dict | None:
         """A merge of two fully validated front artifacts with a common ancestor, or None."""
         ctx = self.ctx
-        front = pareto_weights(ctx.pool.confirmed(), ctx.task.val_ids)
-        best = ctx.pool.best()
-        found = merge.pick_pair(front, ctx.pool.get, ctx.merges.tried, ctx.rng,
-                                prefer=best.artifact_id if best is not None else None)
-        if found is None:
-            return None
-        ours, theirs, base, text = found
-        batch = merge.differing_examples(ctx.pool.get(ours), ctx.pool.get(theirs), ctx.task.val_ids,
-                                         ctx.config.pipeline.merge_minibatch_size, ctx.rng)
-        return {"ours": ours, "theirs": theirs, "base": base, "text": text, "minibatch": batch}
+        plan = merge.plan_merge(ctx.pool, pareto_weights(ctx.pool.confirmed(), ctx.task.val_ids), ctx.merges.tried,
+                                ctx.rng)
+        if plan is not None:  # gate batch: validation examples where the two parents differ
+            plan["minibatch"] = merge.differing_examples(ctx.pool.get(plan["ours"]), ctx.pool.get(plan["theirs"]),
+                                                         ctx.task.val_ids, ctx.config.pipeline.merge_minibatch_size,
+                                                         ctx.rng)
+        return plan
 
     def estimate_merge(self) -> dict[str, float]:
         """Worst-case cost of one merge: its gate batch and full validation, no proposal."""
