@@ -197,27 +197,27 @@ class PromptStages(SpeculationMixin):
             # validation examples are known; a tie passes (it unites two validated edits).
             m = item.payload["merge"]
             mb = await self.run_examples(child, item.minibatch, "evaluate")
-            item.payload["parent_mb"] = [max(ctx.pool.get(m[side]).val_scores.get(ex, 0.0) for side in ("ours", "theirs"))
-                                         for ex in item.minibatch]
-            bars = [sum(ctx.pool.get(m[side]).val_scores.get(ex, 0.0) for ex in item.minibatch) for side in ("ours", "theirs")]
-            item.payload["merge_bar"] = max(bars)
-        elif item.payload.get("parent_mb_of") != item.parent_id:
-            # Rebased by reflection onto another parent: the gate needs that parent's scores.
-            new_parent = ctx.pool.get(item.parent_id)
-            base, mb = await asyncio.gather(
-                self.run_examples(new_parent.text, item.minibatch, "evaluate"),
-                self.run_examples(child, item.minibatch, "evaluate"),
-            )
-            item.payload["parent_mb"] = [t["score"] for t in base]
-            item.payload["parent_mb_of"] = new_parent.artifact_id
+            parent_sum = max(sum(ctx.pool.get(m[side]).val_scores.get(ex, 0.0) for ex in item.minibatch)
+                             for side in ("ours", "theirs"))
         else:
-            mb = await self.run_examples(child, item.minibatch, "evaluate")
+            if item.payload.get("parent_mb_of") != item.parent_id:
+                # Rebased by reflection onto another parent: the gate needs that parent's scores.
+                new_parent = ctx.pool.get(item.parent_id)
+                base, mb = await asyncio.gather(
+                    self.run_examples(new_parent.text, item.minibatch, "evaluate"),
+                    self.run_examples(child, item.minibatch, "evaluate"),
+                )
+                item.payload["parent_mb"] = [t["score"] for t in base]
+                item.payload["parent_mb_of"] = new_parent.artifact_id
+            else:
+                mb = await self.run_examples(child, item.minibatch, "evaluate")
+            parent_sum = sum(item.payload["parent_mb"])
         child_sum = sum(t["score"] for t in mb)
-        parent_sum = item.payload.get("merge_bar", sum(item.payload["parent_mb"]))
         item.payload["child_mb"] = [t["score"] for t in mb]
         ctx.bus.publish(ev.EvaluationEnd(item_id=item.item_id, split="minibatch", score=child_sum / max(1, len(mb))))
-        if child_sum < parent_sum or (child_sum == parent_sum and "merge" not in item.payload):
-            reason = f"minibatch gate: {child_sum:.2f} <= parent {parent_sum:.2f}"
+        tie_passes = "merge" in item.payload
+        if child_sum < parent_sum or (child_sum == parent_sum and not tie_passes):
+            reason = f"minibatch gate: {child_sum:.2f} {'<' if tie_passes else '<='} parent {parent_sum:.2f}"
             ctx.tally.rejected += 1
             ctx.bus.publish(ev.CandidateRejected(item_id=item.item_id, parent_id=item.parent_id, reason=reason))
             _end(item, "rejected", reason)

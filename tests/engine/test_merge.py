@@ -129,12 +129,22 @@ def _override_two_siblings(req):
     return completion("New instructions:\n```\n" + "\n".join(lines) + "\n```\n")
 
 
+async def _run_with_siblings_first(harness, run):
+    """Later proposals wait at rollout until a merge was admitted, so the proposal budget still
+    has room when items 1 and 2 (the siblings) are both in the pool."""
+    later = harness.fake.hold(lambda r: r.stage == "rollout" and r.item_id not in ("i000001", "i000002"))
+    task = harness.start(run)
+    await until(lambda: run.ctx.tally.merges_tried >= 1, what="a merge admitted")
+    later.release()
+    return await harness.finish(task)
+
+
 async def test_async_merges_two_siblings_into_an_artifact_with_both_parents(harness) -> None:
     fake = harness.fake
     fake.override = _override_two_siblings
     run = await harness.create(pipeline={"mode": "async", "max_in_flight": 2, "merge": True},
                                budget={"max_proposals": 4})
-    result = await harness.finish(harness.start(run))
+    result = await _run_with_siblings_first(harness, run)
     assert result.status == "completed"
     rid = run.ctx.run_id
     record = await harness.record(rid)
@@ -157,14 +167,23 @@ async def test_async_merges_two_siblings_into_an_artifact_with_both_parents(harn
     assert m["val_scores"] and len(m["val_scores"]) == len(run.ctx.task.val_ids)
 
 
-async def test_sync_runs_a_merge_as_a_step_of_its_own(harness) -> None:
+async def test_pxn_siblings_owe_merges_that_a_resumed_run_carries_out(harness) -> None:
     fake = harness.fake
     fake.override = _override_two_siblings
-    run = await harness.create(pipeline={"mode": "sync", "merge": True}, budget={"max_proposals": 4})
-    result = await harness.finish(harness.start(run))
-    assert result.status == "completed"
-    assert max(r.orch_in_flight for r in fake.requests if r.item_id) == 1
-    assert run.ctx.tally.proposal_attempts == 4
+    # pxn, one parent x two mutations: items 1 and 2 are siblings of the seed; the budget ends
+    # with the step, so the merges they are owed stay due (and are saved with the run state).
+    run = await harness.create(pipeline={"mode": "pxn", "pxn_parents": 1, "pxn_mutations": 2, "merge": True},
+                               budget={"max_proposals": 2})
+    assert (await harness.finish(harness.start(run))).status == "completed"
+    assert run.ctx.tally.merges_tried == 0 and run.ctx.merges.due == 2
+    rid = run.ctx.run_id
+    await run.close()
+    resumed = await harness.resume(rid, {"max_proposals": 4})
+    assert resumed.ctx.merges.due == 2  # restored from the run state
+    assert (await harness.finish(harness.start(resumed))).status == "completed"
+    assert resumed.ctx.tally.merges_tried >= 1
+    merged = [a for a in resumed.ctx.pool.artifacts() if len(a.parent_ids) == 2]
+    assert merged and set(merged[0].parent_ids) == {"a000001", "a000002"}
 
 
 async def test_no_merge_when_disabled(harness) -> None:
@@ -175,3 +194,27 @@ async def test_no_merge_when_disabled(harness) -> None:
     await harness.finish(harness.start(run))
     assert run.ctx.tally.merges_tried == 0
     assert all(len(a.parent_ids) <= 1 for a in run.ctx.pool.artifacts())
+
+
+async def test_a_merge_below_its_better_parent_on_the_gate_batch_is_rejected(harness) -> None:
+    fake = harness.fake
+
+    def override(req):
+        if req.stage == "evaluate" and req.item_id and not fake.of("rollout", req.item_id):
+            return completion("unknown")  # a merge (no rollout): worse than either parent everywhere
+        return _override_two_siblings(req)
+
+    fake.override = override
+    run = await harness.create(pipeline={"mode": "async", "max_in_flight": 2, "merge": True},
+                               budget={"max_proposals": 4})
+    result = await _run_with_siblings_first(harness, run)
+    assert result.status == "completed"
+    assert run.ctx.tally.merges_tried >= 1 and run.ctx.tally.merges_accepted == 0
+    assert all(len(a.parent_ids) <= 1 for a in run.ctx.pool.artifacts())
+    items = {i["item_id"]: i for i in await harness.rows("items", run.ctx.run_id)}
+    merges = [i for i in items.values() if "merge" in (i["payload"] or {})]
+    assert merges and all(i["outcome"] == "rejected" and i["error"].startswith("minibatch gate: 0.00 < parent")
+                          for i in merges)
+    # only the gate batch ran: no full validation of a rejected merge
+    for i in merges:
+        assert len(fake.of("evaluate", i["item_id"])) == len(i["payload"]["minibatch"])

@@ -16,6 +16,7 @@ from engine.pool import Pool
 from engine.stages.program_stages import ProgramStages
 from engine.tasks.loader import load_any_task
 from engine.items import WorkItem
+from engine.store.store import Store
 from tests.programs.helpers import run_program
 from tests.programs.test_loaders import OE_CONFIG, OE_EVALUATOR, INITIAL, SHINKA_EVALUATE, SHINKA_INITIAL, write
 
@@ -58,6 +59,16 @@ async def test_sync_mode_heilbronn(tmp_path):
     orch, _, status = await run_program(task, tmp_path / "r.db", {**FAST, "budget": {"max_proposals": 12},
                                                                     "pipeline": {"mode": "sync"}})
     assert status == "completed" and len(orch.ctx.pool) > 1
+    # sync runs each merge as a step of its own: no two items' stage work overlaps in time
+    assert orch.ctx.tally.merges_tried >= 1
+    async with await Store.open(tmp_path / "r.db", create=False, readonly=True) as store:
+        rows = await store.fetch_rows("item_stages", orch.ctx.run_id)
+    spans: dict[str, list[float]] = {}
+    for r in rows:
+        lo, hi = spans.setdefault(r["item_id"], [r["started_at"], r["finished_at"]])
+        spans[r["item_id"]] = [min(lo, r["started_at"]), max(hi, r["finished_at"])]
+    ordered = sorted(spans.values())
+    assert all(a[1] <= b[0] for a, b in zip(ordered, ordered[1:]))
 
 
 async def test_openevolve_folder_runs_unchanged(tmp_path):
