@@ -172,9 +172,10 @@ class PipelineConfig(_Model):
     item can commit at most once while another waits) and keeps parents fresh."""
     minibatch_size: int = Field(default=3, gt=0)
     merge: bool = True
-    """Merge (GEPA's merge, for text): after accepted proposals, combine two Pareto-front
-    artifacts that grew apart from a common ancestor by applying both one's edits, then gate and
-    validate the result like a proposal. Merges are not proposals; they use LLM and metric calls."""
+    """Merge (GEPA's merge, for text): after accepted proposals, combine two artifacts of the
+    Pareto front (prompt tasks) or the elite (program tasks) that grew apart from a common
+    ancestor, by applying both descendants' edits to it; the result is gated and validated like a
+    proposal. Merges never spend the proposal budget; they use LLM and metric calls."""
     max_merges: int = Field(default=10, ge=0)
     """Most merges a run starts (GEPA's max_merge_invocations)."""
     merge_slots: int = Field(default=2, gt=0)
