@@ -92,6 +92,13 @@ class MergeState:
     done: int = 0
     tried: set[tuple[str, str]] = field(default_factory=set)
 
+    def count_accepted(self, is_merge: bool, tally: "Tally") -> None:
+        """GEPA owes a merge attempt for every new proposal in the pool; merges owe none."""
+        if is_merge:
+            tally.merges_accepted += 1
+        else:
+            self.due += 1
+
     def to_dict(self) -> dict:
         return {"due": self.due, "done": self.done, "tried": sorted(list(p) for p in self.tried)}
 

@@ -22,6 +22,7 @@ from engine.pipeline.recorder import Recorder
 from engine.pipeline.review import GATES, ReviewGates
 from engine.pipeline.stage import Stage
 from engine.pipeline.staleness import make_policy
+from engine.selection import merge
 from engine.stages.prompt_stages import PromptStages
 
 
@@ -257,7 +258,7 @@ class Orchestrator:
             return None
         reservation = ctx.budget.try_reserve(self.handlers.estimate_merge(), ctx.elapsed())
         if reservation is None:
-            ctx.merges.tried.discard((min(found["ours"], found["theirs"]), max(found["ours"], found["theirs"])))
+            ctx.merges.tried.discard(merge.pair_key(found["ours"], found["theirs"]))  # try it again later
             return None
         merges.due -= 1
         merges.done += 1

@@ -67,6 +67,23 @@ def three_way(base: str, ours: str, theirs: str) -> str | None:
     return text
 
 
+def pair_key(a: str, b: str) -> tuple[str, str]:
+    """How a pair is remembered in MergeState.tried (order-free)."""
+    return (a, b) if a <= b else (b, a)
+
+
+def parent_ids(item) -> tuple[str, ...]:
+    """The parents an item's artifact gets: both merged artifacts, or the proposal's parent."""
+    m = item.payload.get("merge")
+    return (m["ours"], m["theirs"]) if m else (item.parent_id,)
+
+
+def merge_meta(item) -> dict:
+    """Artifact meta recording a merge's common ancestor (empty for proposals)."""
+    m = item.payload.get("merge")
+    return {"merge_base": m["base"]} if m else {}
+
+
 def ancestors(pool_get, artifact_id: str) -> list[str]:
     """artifact_id and its first-parent ancestors, nearest first."""
     chain, seen = [], set()
@@ -89,14 +106,15 @@ def pick_pair(front: Mapping[str, int], pool_get, tried: set[tuple[str, str]],
     pairs: list[tuple[bool, int, float, str, str]] = []
     for i, a in enumerate(ids):
         for b in ids[i + 1:]:
-            if (a, b) not in tried:
+            if pair_key(a, b) not in tried:
                 pairs.append((prefer in (a, b), front[a] + front[b], rng.random(), a, b))
+    chains = {aid: ancestors(pool_get, aid) for aid in ids}
     for *_, a, b in sorted(pairs, reverse=True):
-        tried.add((a, b))
-        chain_a, chain_b = ancestors(pool_get, a), ancestors(pool_get, b)
-        if a in chain_b or b in chain_a:
+        tried.add(pair_key(a, b))
+        chain_a, on_b = chains[a], set(chains[b])
+        if a in on_b or b in chain_a:
             continue
-        common = next((x for x in chain_a if x in set(chain_b)), None)
+        common = next((x for x in chain_a if x in on_b), None)
         if common is None:
             continue
         ours, theirs = (a, b) if pool_get(a).val_mean >= pool_get(b).val_mean else (b, a)
@@ -122,7 +140,7 @@ def differing_examples(a: Artifact, b: Artifact, example_ids: Sequence[str], k: 
     """Up to k validation examples where a and b score differently (the merge's gate batch),
     filled up with other examples if fewer differ."""
     differ = [ex for ex in example_ids if a.val_scores.get(ex) != b.val_scores.get(ex)]
-    same = [ex for ex in example_ids if ex not in set(differ)]
+    same = [ex for ex in example_ids if a.val_scores.get(ex) == b.val_scores.get(ex)]
     rng.shuffle(differ)
     rng.shuffle(same)
     return (differ + same)[:k]

@@ -223,23 +223,21 @@ class ProgramStages:
         before = ctx.pool.best()
         art = Artifact(
             artifact_id=artifact_id, text=item.payload["child"],
-            parent_ids=(m["ours"], m["theirs"]) if (m := item.payload.get("merge")) else (item.parent_id,),
+            parent_ids=merge.parent_ids(item),
             created_version=0,
             val_scores={SCORE_KEY: item.payload["score"]}, created_at=time.time(),
             meta={"item_id": item.item_id, "from_version": item.created_version, "metrics": item.payload["metrics"],
                   "feedback": item.payload["feedback"], "diff": prompt.clip(item.payload.get("diff", ""), 4000),
                   "patch_format": self.settings.patch_format, "patch_retries": item.payload.get("patch_retries", 0),
-                  "eval_s": item.payload.get("eval_s"), **({"merge_base": m["base"]} if m else {})},
+                  "eval_s": item.payload.get("eval_s"), **merge.merge_meta(item)},
         )
         change = ctx.pool.add(art, {"parent": item.parent_id, "val_mean": art.val_mean, "item_id": item.item_id})
         stored = ctx.pool.get(artifact_id)
-        self.persist_artifact(stored, "merge" if m else "mutate")
+        is_merge = "merge" in item.payload
+        self.persist_artifact(stored, "merge" if is_merge else "mutate")
         ctx.store.insert_pool_event(ctx.run_id, change.version, change.kind, artifact_id, dict(change.detail), time.time())
         ctx.tally.accepted += 1
-        if m:
-            ctx.tally.merges_accepted += 1
-        else:
-            ctx.merges.due += 1
+        ctx.merges.count_accepted(is_merge, ctx.tally)
         is_best = before is None or stored.val_mean > before.val_mean
         if is_best:
             ctx.best_history.append((ctx.elapsed(), stored.val_mean))

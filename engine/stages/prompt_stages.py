@@ -260,22 +260,21 @@ class PromptStages(SpeculationMixin):
                 return None
             stored = ctx.pool.get(artifact_id)
             return self._accepted(item, stored, before)
-        m = item.payload.get("merge")
         art = Artifact(
             artifact_id=artifact_id,
             text=item.payload["child"],
-            parent_ids=(m["ours"], m["theirs"]) if m else (item.parent_id,),
+            parent_ids=merge.parent_ids(item),
             created_version=0,
             val_scores=item.payload["val"],
             created_at=time.time(),
             meta={"item_id": item.item_id, "from_version": item.created_version,
                   **({"rebased": item.payload["rebased"]} if "rebased" in item.payload else {}),
-                  **({"merge_base": m["base"]} if m else {})},
+                  **merge.merge_meta(item)},
         )
         change = ctx.pool.add(art, {"parent": item.parent_id, "val_mean": art.val_mean, "item_id": item.item_id})
         stored = ctx.pool.get(artifact_id)
         self.persist_artifact(stored, item.minibatch, item.payload.get("val_feedback", {}),
-                              operator="merge" if m else "mutate")
+                              operator="merge" if "merge" in item.payload else "mutate")
         ctx.store.insert_pool_event(ctx.run_id, change.version, change.kind, artifact_id, dict(change.detail), time.time())
         return self._accepted(item, stored, before)
 
@@ -283,10 +282,7 @@ class PromptStages(SpeculationMixin):
         ctx = self.ctx
         artifact_id = stored.artifact_id
         ctx.tally.accepted += 1
-        if "merge" in item.payload:
-            ctx.tally.merges_accepted += 1
-        else:
-            ctx.merges.due += 1  # GEPA owes a merge attempt for every new proposal in the pool
+        ctx.merges.count_accepted("merge" in item.payload, ctx.tally)
         is_best = before is None or stored.val_mean > before.val_mean
         if is_best:
             ctx.best_history.append((ctx.elapsed(), stored.val_mean))

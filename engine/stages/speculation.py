@@ -11,6 +11,7 @@ import time
 
 from engine.items import WorkItem
 from engine.pool import Artifact
+from engine.selection import merge
 
 
 class SpeculationMixin:
@@ -21,13 +22,13 @@ class SpeculationMixin:
         art = Artifact(
             artifact_id=f"a{item.item_id[1:]}",
             text=child,
-            parent_ids=(m["ours"], m["theirs"]) if (m := item.payload.get("merge")) else (item.parent_id,),
+            parent_ids=merge.parent_ids(item),
             created_version=0,
             val_scores={t["example_id"]: t["score"] for t in prefix},
             status="speculative",
             created_at=time.time(),
             meta={"item_id": item.item_id, "partial": partial, "threshold": threshold,
-                  **({"merge_base": m["base"]} if m else {})},
+                  **merge.merge_meta(item)},
         )
         change = ctx.pool.add(art, {"speculative": True, "partial": partial, "threshold": threshold})
         self.persist_artifact(ctx.pool.get(art.artifact_id), item.minibatch, {}, operator="mutate")
