@@ -138,3 +138,11 @@ class Pool:
             return None
         # Ties go to the older artifact: a newer one must be strictly better to lead.
         return max(pool, key=lambda a: (a.val_mean, -a.created_version))
+
+    def leader(self) -> Artifact | None:
+        """Best selectable artifact, speculative ones included (scored on their prefix): what a
+        stale item is rebased onto, so repairs build on the newest promising work."""
+        pool = self.live()
+        if not pool:
+            return None
+        return max(pool, key=lambda a: (a.val_mean, -a.created_version))

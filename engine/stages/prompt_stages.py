@@ -304,7 +304,7 @@ class PromptStages(SpeculationMixin):
         """Reflective async: the LLM checks a stale proposal against every pool change since
         its version and keeps it, patches it onto the current best, or discards it."""
         ctx = self.ctx
-        best = ctx.pool.best()
+        best = ctx.pool.leader()  # speculative included: repairs build on the newest promising work
         parent = ctx.pool.get(item.parent_id)
         changes = []
         for ch in ctx.pool.changes_since(item.created_version):

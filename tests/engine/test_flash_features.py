@@ -702,6 +702,37 @@ async def speculative_child_scenario(harness, policy: dict):
     return run, task, item3, hold_roll_3
 
 
+async def test_reflection_patches_onto_a_speculative_leader(harness) -> None:
+    """The pool's leader may be a speculative artifact that beats every confirmed one: a stale
+    proposal is rebased onto it (the newest promising work), and it is gated against it."""
+    fake = harness.fake
+    run = await harness.create(pipeline={**SPEC, "policy": "reflective", "max_gap": 0, "max_in_flight": 2},
+                               budget={"max_proposals": 2})
+    spec_override(fake, ("alpha", "epsilon"))
+    scripted = fake.override
+    fake.override = lambda req: (fenced(req.current(), *kw_lines(*req.keywords()))
+                                 if (req.stage, req.item_id) == ("propose", "i000002") else scripted(req))
+    fake.verdicts = {"i000002": "patch"}
+    hold_rest_1 = fake.hold(spec_rest(run))
+    hold_prop_2 = fake.hold(is_item("propose", "i000002"))
+    task = harness.start(run)
+    await until(lambda: len(hold_rest_1.arrived) == 2 and hold_prop_2.arrived, what="item 1 speculative")
+    pool = run.ctx.pool
+    spec = pool.get("a000001")
+    assert spec.status == "speculative" and pool.leader() is spec and pool.best().artifact_id == "a000000"
+    hold_prop_2.release()
+    await until(lambda: fake.of("reflect", "i000002"), what="item 2 reflected")
+    hold_rest_1.release()
+    assert (await harness.finish(task)).status == "completed"
+
+    rows = [r for r in await harness.rows("staleness", run.ctx.run_id) if r["stage"] == "reflect"]
+    assert [(r["item_id"], r["decision"], r["detail"]["best"]) for r in rows] == [("i000002", "patch", "a000001")]
+    assert pool.get("a000001").status == "confirmed"
+    a2 = pool.get("a000002")
+    assert a2.parent_ids == ("a000001",) and a2.text.startswith(spec.text + "\n")
+    assert sum(1 for r in fake.of("evaluate", "i000002") if r.system == spec.text) == 3  # gated against it
+
+
 async def test_removal_rebases_in_flight_children_and_makes_them_stale(harness) -> None:
     run, task, item3, hold_roll_3 = await speculative_child_scenario(harness, {"policy": "guarded", "max_gap": 0})
     pool = run.ctx.pool

@@ -112,6 +112,18 @@ def test_best_prefers_higher_mean_and_older_on_ties() -> None:
     assert pool.best().artifact_id == "better"
 
 
+def test_leader_includes_speculative_artifacts_and_skips_removed_ones() -> None:
+    pool = Pool()
+    assert pool.leader() is None
+    pool.add(art("seed", scores={"e1": 0.5, "e2": 0.5}))
+    pool.add(art("spec", ("seed",), scores={"e1": 1.0}, status="speculative"))
+    assert pool.best().artifact_id == "seed" and pool.leader().artifact_id == "spec"
+    pool.set_status("spec", "removed")
+    assert pool.leader().artifact_id == "seed"
+    pool.add(art("tie", ("seed",), scores={"e1": 0.0, "e2": 1.0}))
+    assert pool.leader().artifact_id == "seed"  # ties go to the older artifact, as in best()
+
+
 def test_val_mean_of_empty_scores_is_zero() -> None:
     assert art("x").val_mean == 0.0
     assert art("x", scores={"a": 1.0, "b": 0.0}).val_mean == 0.5
