@@ -19,8 +19,9 @@ from pathlib import Path
 from typing import Any, Callable
 
 from engine.config import ConfigError, read_toml
+from engine.resources import data_dir
 
-BUILTIN_DIR = Path(__file__).resolve().parents[2] / "tasks"
+BUILTIN_DIR = data_dir("tasks", "engine")
 KNOWN_KEYS = {"name", "kind", "description", "seed_prompt", "train", "val", "metric", "input", "defaults"}
 
 

@@ -12,7 +12,9 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from textual.color import Color, ColorParseError
 from textual.theme import Theme
 
-THEMES_DIR = Path(__file__).resolve().parents[2] / "themes"
+from engine.resources import data_dir
+
+THEMES_DIR = data_dir("themes", "evotui")
 FALLBACK = "evotui-dark"
 
 
