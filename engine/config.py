@@ -144,9 +144,16 @@ class BudgetConfig(_Model):
 
 
 class PipelineConfig(_Model):
-    mode: Literal["async", "sync", "pxn"] = "async"
+    mode: Literal["async", "sync", "pxn", "chain"] = "async"
     """async: stages overlap (FlashEvolve); sync: one step at a time (GEPA); pxn: GEPA's
-    parallel proposals, P parents x N mutations per step, each stage waiting for its slowest."""
+    parallel proposals, P parents x N mutations per step, each stage waiting for its slowest;
+    chain: proposal chains that hand each step to the next at the minibatch gate and validate
+    in the background (prompt tasks; engine/stages/chain.py)."""
+    chains: int = Field(default=6, gt=0)
+    """chain: proposal chains running at once."""
+    chain_validators: int = Field(default=2, gt=0)
+    """chain: full validations running at once; a waiting head that a newer head superseded is
+    skipped (the newer head carries its edit)."""
     pxn_parents: int = Field(default=2, gt=0)
     pxn_mutations: int = Field(default=4, gt=0)
     adaptive: bool = False
@@ -202,6 +209,12 @@ class PipelineConfig(_Model):
 
     @model_validator(mode="after")
     def _bounds(self) -> "PipelineConfig":
+        if self.mode == "chain" and self.policy != "full":
+            raise ValueError(f"policy {self.policy!r} applies to mode async; mode chain rebases stale "
+                             "heads itself (remove the policy or use mode async)")
+        if self.mode == "chain" and self.speculation:
+            raise ValueError("speculation applies to mode async; mode chain already hands candidates on at "
+                             "the minibatch gate (remove speculation or use mode async)")
         for stage in set(self.min_workers) | set(self.max_workers):
             if stage not in STAGES:
                 raise ValueError(f"unknown stage {stage!r} in min/max_workers; stages are {', '.join(STAGES)}")

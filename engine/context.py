@@ -56,6 +56,8 @@ class Tally:
     skipped: int = 0
     merges_tried: int = 0
     merges_accepted: int = 0
+    superseded: int = 0
+    """mode chain: gate-passing heads left unvalidated because a newer head carries their edit."""
     speculative_inserted: int = 0
     speculative_confirmed: int = 0
     speculative_removed: int = 0
@@ -108,6 +110,31 @@ class MergeState:
 
 
 @dataclass
+class ChainState:
+    """mode chain: the newest head that chains build on (engine/stages/chain.py)."""
+
+    head_text: str = ""
+    head_base: str = ""
+    """The newest pool artifact the head is or descends from (lineage and version gaps)."""
+    head_chain: list[str] = field(default_factory=list)
+    """Items whose unvalidated candidates led to the head, newest first (empty when the head is
+    head_base itself); validation picks the nearest of them that made it into the pool."""
+    seq: int = 0
+    """Bumped at every new head, so a chain can tell that another one moved it."""
+
+    MAX_CHAIN = 50
+
+    def to_dict(self) -> dict:
+        return {"head_text": self.head_text, "head_base": self.head_base, "head_chain": list(self.head_chain),
+                "seq": self.seq}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "ChainState":
+        return cls(str(d.get("head_text", "")), str(d.get("head_base", "")), [str(i) for i in d.get("head_chain", [])],
+                   int(d.get("seq", 0)))
+
+
+@dataclass
 class RunContext:
     run_id: str
     config: RunConfig
@@ -129,6 +156,7 @@ class RunContext:
     staleness_counts: Counter = field(default_factory=Counter)
     val_order: ValidationOrder | None = None
     merges: MergeState = field(default_factory=MergeState)
+    chain: ChainState = field(default_factory=ChainState)
     seed_id: str = ""
     item_seq: int = 0
     started_mono: float = field(default_factory=time.monotonic)

@@ -19,7 +19,7 @@ import httpx
 from engine import events as ev
 from engine.budget import Budget
 from engine.config import LOCAL_URL, SIM_URL, ConfigError, EndpointConfig, RunConfig, build_config
-from engine.context import CallSink, FatalRunError, MergeState, RunContext, Tally
+from engine.context import CallSink, ChainState, FatalRunError, MergeState, RunContext, Tally
 from engine.events import EventBus
 from engine.items import WorkItem
 from engine.llm.client import LLMClient
@@ -82,6 +82,9 @@ class EngineRun:
             config = build_config([("defaults of task.toml", task.defaults), *layers])
         except (TaskError, ConfigError) as exc:
             raise SetupError(str(exc)) from None
+        if config.pipeline.mode == "chain" and getattr(task, "kind", "prompt") == "program":
+            raise SetupError(f"task {task.name}: mode chain is for prompt tasks; program tasks run in "
+                             "mode async, sync or pxn")
         store = await _open_store(db_path, create=True)
         run_id = new_run_id()
         ctx, sim_state = await _build_context(run_id, config, task, store)
@@ -149,6 +152,8 @@ class EngineRun:
 
     def set_speculation(self, on: bool) -> None:
         """Speculative evaluation on/off; applies to validations that start from now on."""
+        if on and self.ctx.config.pipeline.mode == "chain":
+            raise ValueError("mode chain hands candidates on at the gate; speculation applies to mode async")
         self.ctx.config.pipeline.speculation = on
 
     @property
@@ -233,6 +238,7 @@ class EngineRun:
             "metric_calls": ctx.tally.metric_calls,
             "merges_tried": ctx.tally.merges_tried,
             "merges_accepted": ctx.tally.merges_accepted,
+            "superseded": ctx.tally.superseded,
             "wall_s": round(ctx.elapsed(), 3),
             "pipeline_minutes": round(minutes, 4),
             "time_basis": "simulated" if ctx.config.uses_sim else "wall",
@@ -363,6 +369,7 @@ def _restore(ctx: RunContext, record) -> list[WorkItem]:
         ctx.sampler.restore(state["sampler"])
         ctx.item_seq = int(state["item_seq"])
         ctx.merges = MergeState.from_dict(state.get("merges") or {})
+        ctx.chain = ChainState.from_dict(state.get("chain") or {})
         if ctx.val_order is not None and "val_order" in state:
             ctx.val_order.restore(state["val_order"])
     best = ctx.pool.best()

@@ -32,6 +32,9 @@ MODES = {
     "async-4": {"pipeline": {**_REFLECTIVE, "speculation": True, "max_in_flight": 4}},
     "async-best": {"pipeline": {**_REFLECTIVE, "speculation": True, "adaptive": True, "max_in_flight": 16,
                                 "workers": {"rollout": 16, "propose": 16, "evaluate": 16, "reflect": 8}}},
+    # Proposal chains (engine/stages/chain.py): async steps handed on at the gate, shared head.
+    "chain": {"pipeline": {"mode": "chain", "chains": 6}},
+    "chain-4": {"pipeline": {"mode": "chain", "chains": 4}},
 }
 DEFAULT_MODES = "sync,pxn,async,async-guarded,async-reflective,async-best"
 ZERO_LATENCY_SCALE = 1e9

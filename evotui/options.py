@@ -38,11 +38,12 @@ def add_run_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--profile", choices=["vllm", "api"], help="simulated backend profile")
     g.add_argument("--time-scale", type=float, metavar="X", help="simulated seconds per wall second")
     e = p.add_argument_group("pipeline")
-    e.add_argument("--mode", choices=["async", "sync", "pxn"])
+    e.add_argument("--mode", choices=["async", "sync", "pxn", "chain"])
     e.add_argument("--policy", choices=["full", "guarded", "reflective"])
     e.add_argument("--max-gap", type=int, metavar="N", help="guarded policy: largest allowed version gap")
     e.add_argument("--workers", metavar="STAGE=N,...", help="e.g. rollout=8,propose=4,evaluate=8")
     e.add_argument("--max-in-flight", type=int, metavar="N", help="async: most items in the pipeline at once")
+    e.add_argument("--chains", type=int, metavar="N", help="chain: proposal chains at once")
     e.add_argument("--minibatch", type=int, metavar="N")
     e.add_argument("--seed", type=int)
     add_budget_flags(p)
@@ -113,6 +114,7 @@ def config_layers(args: argparse.Namespace) -> list[tuple[str, dict]]:
         "max_gap": "pipeline.max_gap",
         "minibatch": "pipeline.minibatch_size",
         "max_in_flight": "pipeline.max_in_flight",
+        "chains": "pipeline.chains",
         "seed": "seed",
     }
     for flag, path in simple.items():

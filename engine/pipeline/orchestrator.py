@@ -41,12 +41,17 @@ class Orchestrator:
         self.handlers = handlers if handlers is not None else PromptStages(ctx)
         self.recorder = Recorder(ctx, self.handlers.CHECKED, on_item_end=self._item_ended, on_fatal=self._on_fatal)
         self.handlers.recorder = self.recorder
+        self.handlers.spawn = self._spawn
         pipeline = self.handlers.PIPELINE
         cfg = ctx.config.pipeline
         self.stages: dict[str, Stage] = {}
         for name in pipeline:
             # sync and pxn drive items step by step; their workers only serve review re-entries.
             workers = cfg.workers.get(name, 1) if cfg.mode == "async" else 1
+            if cfg.mode == "chain":
+                # Heads waiting for a validation slot hold an evaluate worker until they are
+                # validated or superseded; proposals must never queue behind them.
+                workers = {"evaluate": 4 * cfg.chains + cfg.chain_validators, "update": 1}.get(name, cfg.chains)
             lo, hi = cfg.min_workers.get(name, 1), cfg.max_workers.get(name, 64)
             self.stages[name] = Stage(
                 name,
@@ -139,6 +144,8 @@ class Orchestrator:
         return new
 
     def set_policy(self, name: str, max_gap: int | None = None) -> None:
+        if self.ctx.config.pipeline.mode == "chain" and name != "full":
+            raise ValueError("mode chain rebases stale heads itself; staleness policies apply to mode async")
         gap = self.ctx.config.pipeline.gap_for(name) if max_gap is None else max_gap
         self.ctx.policy = make_policy(name, gap)
         self.ctx.bus.publish(ev.PolicyChanged(policy=name, max_gap=gap))
@@ -159,9 +166,31 @@ class Orchestrator:
             stage=self.handlers.PIPELINE[0],
             created_at=time.time(),
         )
+        if ctx.config.pipeline.mode == "chain":
+            self.handlers.chain_start(item)
         ctx.bus.publish(
-            ev.CandidateSelected(item_id=item.item_id, parent_id=parent, minibatch=item.minibatch, pool_version=ctx.pool.version)
+            ev.CandidateSelected(item_id=item.item_id, parent_id=item.parent_id, minibatch=item.minibatch,
+                                 pool_version=ctx.pool.version)
         )
+        return item
+
+    def _spawn(self, parent_id: str, minibatch: list[str], payload: dict, stage: str) -> WorkItem | None:
+        """An item a handler starts mid-pipeline (mode chain: the next step of a chain), with
+        its own budget reservation; None while draining or when the budget has no room."""
+        ctx = self.ctx
+        if self._draining or self._stopped.is_set():
+            return None
+        reservation = ctx.budget.try_reserve(self.handlers.estimate(), ctx.elapsed())
+        if reservation is None:
+            return None
+        item = WorkItem(item_id=ctx.next_item_id(), created_version=ctx.pool.version, parent_id=parent_id,
+                        minibatch=minibatch, stage=stage, created_at=time.time(), payload=payload)
+        ctx.bus.publish(ev.CandidateSelected(item_id=item.item_id, parent_id=parent_id, minibatch=minibatch,
+                                             pool_version=ctx.pool.version))
+        ctx.reservations[item.item_id] = reservation
+        self.recorder.item_created(item)
+        self.admitted += 1
+        self._reroute(item, stage)
         return item
 
     async def _wait_until(self, predicate) -> None:
@@ -176,15 +205,17 @@ class Orchestrator:
             return
         # sync admits the next step only when the previous one has left the pipeline; a merge
         # is a step there. async: merges use their own slots, beside max_in_flight proposals.
-        sync = cfg.mode == "sync"
-        limit = 1 if sync else cfg.max_in_flight
+        sync, chain = cfg.mode == "sync", cfg.mode == "chain"
+        limit = 1 if sync else cfg.chains if chain else cfg.max_in_flight
         first = self.stages[self.handlers.PIPELINE[0]]
 
         def merge_room() -> bool:
+            if chain:  # every chain head already unites all earlier heads
+                return False
             return (self.in_flight == 0 if sync else self.merges_in_flight < cfg.merge_slots) and self._merge_owed()
 
         def proposal_room() -> bool:
-            return (self.in_flight if sync else self.in_flight - self.merges_in_flight) < limit
+            return (self.in_flight if sync else self.proposing) < limit
 
         while not self._draining:
             await self._wait_until(lambda: (self.running.is_set() and (proposal_room() or merge_room()))
@@ -201,6 +232,13 @@ class Orchestrator:
             if item is None:
                 break
             await (first if item.stage == first.name else self.stages[item.stage]).put(item)
+
+    @property
+    def proposing(self) -> int:
+        """Items in flight that still hold a proposal slot: not merges, not chain heads that
+        passed their gate and only await validation."""
+        return sum(1 for item in self.recorder.in_flight.values()
+                   if "merge" not in item.payload and not item.payload.get("gated"))
 
     @property
     def merges_in_flight(self) -> int:

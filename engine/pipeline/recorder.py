@@ -184,7 +184,7 @@ class Recorder:
     def save_run_state(self) -> None:
         ctx = self.ctx
         state = {"rng": rng_state(ctx.rng), "sampler": ctx.sampler.state(), "item_seq": ctx.item_seq,
-                 "merges": ctx.merges.to_dict()}
+                 "merges": ctx.merges.to_dict(), "chain": ctx.chain.to_dict()}
         if ctx.val_order is not None:
             state["val_order"] = ctx.val_order.state()
         counters = {"budget": ctx.budget.counters(ctx.elapsed()), "tally": ctx.tally.to_dict()}

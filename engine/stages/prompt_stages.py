@@ -21,6 +21,7 @@ from engine.pool import Artifact
 from engine.selection import merge
 from engine.selection.pareto import pareto_weights, sample_parent
 from engine.stages import reflection
+from engine.stages.chain import ChainMixin
 from engine.stages.speculation import SpeculationMixin
 from engine.tasks.prompt_task import TaskError
 
@@ -36,7 +37,7 @@ def _end(item: WorkItem, outcome: str, reason: str = "") -> None:
         item.payload["reason"] = reason
 
 
-class PromptStages(SpeculationMixin):
+class PromptStages(SpeculationMixin, ChainMixin):
     """Handlers of a prompt task. The orchestrator drives any object with this shape:
     PIPELINE (stage names after select), CHECKED (stages that check staleness), one async
     method per stage, select(), estimate() and evaluate_seed()."""
@@ -59,7 +60,8 @@ class PromptStages(SpeculationMixin):
     def estimate(self) -> dict[str, float]:
         """Worst-case cost of one item: minibatch twice, one proposal, full validation."""
         ctx = self.ctx
-        calls = 2 * ctx.config.pipeline.minibatch_size + 1 + len(ctx.task.val)
+        chain = ctx.config.pipeline.mode == "chain"
+        calls = self.chain_estimate_calls() if chain else 2 * ctx.config.pipeline.minibatch_size + 1 + len(ctx.task.val)
         t = ctx.tally
         per_call = (t.prompt_tokens + t.completion_tokens) / t.llm_calls if t.llm_calls else TOKENS_PER_CALL_PRIOR
         return {"proposals": 1, "llm_calls": calls, "metric_calls": calls - 1, "tokens": calls * per_call}
@@ -142,7 +144,7 @@ class PromptStages(SpeculationMixin):
     # -- stages ---------------------------------------------------------------------------
     async def rollout(self, item: WorkItem) -> WorkItem | None:
         parent = self.ctx.pool.get(item.parent_id)
-        traces = await self.run_examples(parent.text, item.minibatch, "rollout")
+        traces = await self.run_examples(self.head_text(item), item.minibatch, "rollout")
         item.payload["traces"] = traces
         item.payload["parent_mb"] = [t["score"] for t in traces]
         # The id read before the await: the parent may be removed (speculation) meanwhile.
@@ -158,7 +160,8 @@ class PromptStages(SpeculationMixin):
         ctx = self.ctx
         parent = ctx.pool.get(item.parent_id)
         ctx.bus.publish(ev.ProposalStart(item_id=item.item_id, parent_id=parent.artifact_id))
-        messages = reflection.build_messages(ctx.task.description, parent.text, item.payload["traces"])
+        current = self.head_text(item)
+        messages = reflection.build_messages(ctx.task.description, current, item.payload["traces"])
         reason = ""
         child = None
         try:
@@ -169,7 +172,7 @@ class PromptStages(SpeculationMixin):
                 child = reflection.parse_instructions(res.text)
                 if child is None:
                     reason = "no parsable instructions block"
-                elif child.strip() == parent.text.strip():
+                elif child.strip() == current.strip():
                     child, reason = None, "no change from parent"
         except LLMError as exc:
             if exc.fatal:
@@ -190,6 +193,8 @@ class PromptStages(SpeculationMixin):
 
     async def evaluate(self, item: WorkItem) -> WorkItem | None:
         ctx = self.ctx
+        if ctx.config.pipeline.mode == "chain" and "merge" not in item.payload:
+            return await self.chain_evaluate(item)
         child = item.payload["child"]
         ctx.bus.publish(ev.EvaluationStart(item_id=item.item_id, split="minibatch", n_examples=len(item.minibatch)))
         if "merge" in item.payload:
@@ -276,6 +281,8 @@ class PromptStages(SpeculationMixin):
         self.persist_artifact(stored, item.minibatch, item.payload.get("val_feedback", {}),
                               operator="merge" if "merge" in item.payload else "mutate")
         ctx.store.insert_pool_event(ctx.run_id, change.version, change.kind, artifact_id, dict(change.detail), time.time())
+        if ctx.config.pipeline.mode == "chain":
+            self.chain_committed(item, artifact_id)
         return self._accepted(item, stored, before)
 
     def _accepted(self, item: WorkItem, stored: Artifact, before: Artifact | None) -> None:

@@ -79,3 +79,24 @@ def test_program_task_through_the_cli_improves_and_resumes(db):
     assert more.returncode == 0, more.stderr
     s2 = summary_of(more)
     assert s2["proposal_attempts"] == 24 and s2["pool_version"] >= s["pool_version"]
+
+
+def test_chain_mode_through_the_cli_improves_and_validates_every_head_it_commits(db):
+    proc = evotui("run", "rules", "--no-ui", "--db", str(db), "--mode", "chain", "--chains", "3",
+                  "--max-proposals", "12", *FAST)
+    assert proc.returncode == 0, proc.stderr
+    s = summary_of(proc)
+    assert s["status"] == "completed" and s["mode"] == "chain" and s["proposal_attempts"] == 12
+    assert s["best_score"] > s["seed_score"] + 0.2
+    con = sqlite3.connect(db)
+    val = con.execute("SELECT val_scores_json FROM artifacts WHERE status IN ('seed', 'confirmed')").fetchall()
+    assert val and len({len(json.loads(v)) for (v,) in val}) == 1  # every committed head fully validated
+    assert con.execute("SELECT count(*) FROM items WHERE outcome IS NULL").fetchone()[0] == 0
+    outcomes = dict(con.execute("SELECT outcome, count(*) FROM items GROUP BY outcome").fetchall())
+    assert outcomes.get("accepted", 0) == s["accepted"] and outcomes.get("superseded", 0) == s["superseded"]
+
+
+def test_chain_mode_with_an_async_policy_is_a_clear_error(db):
+    proc = evotui("run", "rules", "--no-ui", "--db", str(db), "--mode", "chain", "--policy", "guarded", *FAST)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert "mode chain" in proc.stderr and "policy" in proc.stderr

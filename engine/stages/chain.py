@@ -1,0 +1,138 @@
+"""Proposal chains (mode chain, prompt tasks): each step hands the next one its traces at the gate.
+
+Why: a synchronous GEPA step makes the next proposal wait for a rollout of its parent and for
+the full validation of the previous candidate, while parallel proposals from one parent (async,
+pxn) tend to repeat each other's edit. A chain avoids both. The gate of a candidate runs it on
+its own minibatch and on the next one, and runs the head (what the candidate was made from) on
+the next one as well, so the traces for the next proposal exist the moment the gate decides:
+the next item starts at propose with them, from the candidate if it passed, else from the head.
+The candidate's full validation runs in the background, off the chain's critical path.
+
+All chains share one head. A candidate that passes after another chain moved the head is
+rebased onto the newer head by a three-way line merge (selection/merge.py), so every head holds
+the edits of all heads before it; one that does not apply there counts as rejected.
+Validations run `chain_validators` at a time; a head that a newer head superseded before its
+turn is left unvalidated (the newer head carries its edit). Only fully validated heads enter
+the pool, so the confirmed pool never holds an unvalidated artifact.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from engine import events as ev
+from engine.items import WorkItem
+from engine.selection import merge
+
+
+class ChainMixin:
+    """Mixed into PromptStages, which provides ctx, run_examples(), full_validation() and the
+    orchestrator's `spawn(parent_id, minibatch, payload, stage) -> WorkItem | None`."""
+
+    _validation_slots: asyncio.Semaphore | None = None
+
+    def head_text(self, item: WorkItem) -> str:
+        """The text an item improves: its chain head, else its pool parent."""
+        return item.payload.get("head_text") or self.ctx.pool.get(item.parent_id).text
+
+    def chain_start(self, item: WorkItem) -> None:
+        """A chain item admitted at rollout starts from the shared head."""
+        ch = self.ctx.chain
+        if not ch.head_text:  # first use in this run: the best validated artifact
+            best = self.ctx.pool.best()
+            ch.head_text, ch.head_base = best.text, best.artifact_id
+        item.parent_id = ch.head_base
+        item.payload.update(head_text=ch.head_text, head_seq=ch.seq, head_chain=list(ch.head_chain))
+
+    def chain_estimate_calls(self) -> int:
+        """LLM calls of one chain step: the fused gate (3 minibatches), a proposal, validation."""
+        return 3 * self.ctx.config.pipeline.minibatch_size + 1 + len(self.ctx.task.val)
+
+    async def chain_evaluate(self, item: WorkItem) -> WorkItem | None:
+        ctx, ch = self.ctx, self.ctx.chain
+        head, child = self.head_text(item), item.payload["child"]
+        nxt = ctx.sampler.next()
+        ctx.bus.publish(ev.EvaluationStart(item_id=item.item_id, split="minibatch",
+                                           n_examples=len(item.minibatch) + len(nxt)))
+        own, child_next, head_next = await asyncio.gather(
+            self.run_examples(child, item.minibatch, "evaluate"),
+            self.run_examples(child, nxt, "evaluate"),
+            self.run_examples(head, nxt, "rollout"),
+        )
+        scores = [t["score"] for t in own + child_next]
+        child_sum = sum(scores)
+        parent_sum = sum(item.payload["parent_mb"]) + sum(t["score"] for t in head_next)
+        item.payload["child_mb"] = scores
+        ctx.bus.publish(ev.EvaluationEnd(item_id=item.item_id, split="minibatch", score=child_sum / len(scores)))
+        reason = ""
+        if child_sum <= parent_sum:
+            reason = f"minibatch gate: {child_sum:.2f} <= head {parent_sum:.2f}"
+        elif ch.seq != item.payload.get("head_seq"):
+            rebased = merge.three_way(head, child, ch.head_text)
+            if rebased is None:
+                reason = "passed its gate but does not apply to the newer head (a conflict, or the edit is there)"
+            else:
+                item.payload["rebased"] = {"from_seq": item.payload.get("head_seq"), "to_seq": ch.seq,
+                                           "from_parent": item.parent_id, "mechanical": True}
+                child = item.payload["child"] = rebased
+                ctx.staleness_counts["chain_rebase"] += 1
+        if reason:
+            # The chain goes on from its own head, with the head's traces on the next minibatch.
+            self._hand_on(item, head, head_next, nxt, item.payload.get("head_seq", ch.seq),
+                          item.payload.get("head_chain", []), item.parent_id)
+            ctx.tally.rejected += 1
+            ctx.bus.publish(ev.CandidateRejected(item_id=item.item_id, parent_id=item.parent_id, reason=reason))
+            item.payload["outcome"], item.payload["reason"] = "rejected", reason
+            return None
+        # Rebased or not, the candidate extends the shared head (and its lineage).
+        base = item.parent_id = ch.head_base
+        item.payload["head_chain"] = list(ch.head_chain)
+        ch.head_text, ch.seq = child, ch.seq + 1
+        ch.head_chain = [item.item_id, *item.payload["head_chain"]][: ch.MAX_CHAIN]
+        item.payload["gated"] = True  # no longer a proposing item: the chain's slot passes on
+        self._hand_on(item, child, child_next, nxt, ch.seq, ch.head_chain, base)
+        return await self._validate_head(item, child)
+
+    def _hand_on(self, item: WorkItem, head: str, traces: list[dict], minibatch: list[str], seq: int,
+                 head_chain: list[str], base: str) -> None:
+        """Start the chain's next step at propose, unless the head is already perfect on that
+        minibatch (GEPA skips those; admission then starts a fresh item)."""
+        if all(t["score"] >= 1.0 for t in traces):
+            self.ctx.tally.skipped += 1
+            return
+        payload = {"head_text": head, "head_seq": seq, "head_chain": list(head_chain), "chain_of": item.item_id,
+                   "traces": traces, "parent_mb": [t["score"] for t in traces], "parent_mb_of": base}
+        self.spawn(base, minibatch, payload, "propose")
+
+    async def _validate_head(self, item: WorkItem, child: str) -> WorkItem | None:
+        ctx = self.ctx
+        if self._validation_slots is None:
+            self._validation_slots = asyncio.Semaphore(ctx.config.pipeline.chain_validators)
+        async with self._validation_slots:
+            if self._superseded(item):
+                ctx.tally.superseded += 1
+                item.payload["outcome"] = "superseded"
+                newer = ctx.chain.head_chain[0] if ctx.chain.head_chain else ctx.chain.head_base
+                item.payload["reason"] = f"a newer head ({newer}) carries its edit"
+                return None
+            val = await self.full_validation(item, child)
+        item.payload["val"] = {t["example_id"]: t["score"] for t in val}
+        item.payload["val_feedback"] = {t["example_id"]: t["feedback"] for t in val}
+        ctx.bus.publish(ev.EvaluationEnd(item_id=item.item_id, split="val",
+                                         score=sum(item.payload["val"].values()) / len(val)))
+        # Lineage: the nearest ancestor head that made it into the pool, else the base.
+        item.parent_id = next((f"a{i[1:]}" for i in item.payload["head_chain"] if f"a{i[1:]}" in ctx.pool),
+                              item.parent_id)
+        return item
+
+    def _superseded(self, item: WorkItem) -> bool:
+        """A newer head exists; it holds this one's edit (every head extends the one before)."""
+        ch = self.ctx.chain
+        return (ch.head_chain[0] if ch.head_chain else "") != item.item_id
+
+    def chain_committed(self, item: WorkItem, artifact_id: str) -> None:
+        """A validated head entered the pool: if it is still the shared head, chains now build
+        on a pool artifact (lineage and version gaps refer to it)."""
+        ch = self.ctx.chain
+        if ch.head_chain and ch.head_chain[0] == item.item_id:
+            ch.head_base, ch.head_chain = artifact_id, []

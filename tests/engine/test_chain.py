@@ -1,0 +1,181 @@
+"""Mode chain (engine/stages/chain.py): steps handed on at the gate, one shared head, background
+validation with superseded heads skipped, rebase onto a head another chain moved, budget,
+resume, and the configuration errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from engine.config import ConfigError, build_config
+from engine.runner import EngineRun, SetupError
+from tests.engine.fakes import SEED_PROMPT, TRAIN_KEYWORDS, VAL_KEYWORDS, completion, harness, until  # noqa: F401
+
+# Minibatches hold every training example, so a candidate that adds a keyword always passes.
+CHAIN = {"mode": "chain", "minibatch_size": len(TRAIN_KEYWORDS)}
+
+
+def fenced(*lines: str):
+    return completion("Reasoning: edited.\n```\n" + "\n".join(lines) + "\n```\n")
+
+
+def add_next_keyword(req):
+    """Proposals add the first training keyword the current instructions lack."""
+    if req.stage != "propose":
+        return None
+    current = req.current()
+    kw = next(k for k in TRAIN_KEYWORDS if f"KEYWORD-{k}" not in current)
+    return fenced(current, f"KEYWORD-{kw}")
+
+
+def stages_of(rows: list[dict], item_id: str) -> list[str]:
+    return [r["stage"] for r in rows if r["item_id"] == item_id]
+
+
+async def test_the_gate_hands_the_next_step_its_traces(harness) -> None:
+    fake = harness.fake
+    fake.override = add_next_keyword
+    run = await harness.create(pipeline={**CHAIN, "chains": 1}, budget={"max_proposals": 3})
+    result = await harness.run_to_end(run)
+    assert result.status == "completed" and result.summary["proposal_attempts"] == 3
+    rid = run.ctx.run_id
+    stage_rows = await harness.rows("item_stages", rid)
+    # Only the chain's first item rolls out; the others start at propose.
+    assert stages_of(stage_rows, "i000001")[0] == "rollout"
+    for iid in ("i000002", "i000003"):
+        assert "rollout" not in stages_of(stage_rows, iid) and stages_of(stage_rows, iid)[0] == "propose"
+    items = {i["item_id"]: i for i in await harness.rows("items", rid)}
+    assert items["i000002"]["payload"]["chain_of"] == "i000001"
+    assert items["i000003"]["payload"]["chain_of"] == "i000002"
+    # Item 2 proposes from item 1's candidate, with that candidate's traces on its minibatch.
+    child1 = run.ctx.pool.get("a000001").text
+    (prop2,) = fake.of("propose", "i000002")
+    assert prop2.current() == child1 and sorted(prop2.keywords()) == sorted(TRAIN_KEYWORDS)
+    # Item 1's gate: the candidate on two minibatches, the head (the seed) on the second.
+    seed_runs = [r for r in fake.of("rollout", "i000001") if r.system == SEED_PROMPT]
+    assert len(seed_runs) == 2 * len(TRAIN_KEYWORDS)  # its own rollout, then the head on the next minibatch
+    evals = fake.of("evaluate", "i000001")
+    assert len(evals) == 2 * len(TRAIN_KEYWORDS) + len(VAL_KEYWORDS) and all(r.system == child1 for r in evals)
+    # Every head was validated in full and the lineage is a line.
+    arts = {a.artifact_id: a for a in run.ctx.pool.confirmed()}
+    assert sorted(arts) == ["a000000", "a000001", "a000002", "a000003"]
+    assert [arts[a].parent_ids for a in ("a000001", "a000002", "a000003")] == [("a000000",), ("a000001",), ("a000002",)]
+    assert all(len(arts[a].val_scores) == len(VAL_KEYWORDS) for a in arts)
+    assert arts["a000003"].text.count("KEYWORD-") == 3
+    assert run.ctx.chain.head_chain == [] and run.ctx.chain.head_base == "a000003"
+
+
+async def test_a_rejected_candidate_hands_the_chain_on_from_its_head(harness) -> None:
+    fake = harness.fake
+    fake.override = lambda req: (fenced(req.current(), "NOTE-useless") if (req.stage, req.item_id) == ("propose", "i000001")
+                                 else add_next_keyword(req))
+    run = await harness.create(pipeline={**CHAIN, "chains": 1}, budget={"max_proposals": 2})
+    assert (await harness.run_to_end(run)).status == "completed"
+    items = {i["item_id"]: i for i in await harness.rows("items", run.ctx.run_id)}
+    assert items["i000001"]["outcome"] == "rejected" and items["i000001"]["payload"]["reason"].startswith("minibatch gate")
+    assert items["i000002"]["payload"]["chain_of"] == "i000001"
+    (prop2,) = fake.of("propose", "i000002")
+    assert prop2.current() == SEED_PROMPT  # the head did not move
+    assert items["i000002"]["outcome"] == "accepted" and "a000001" not in run.ctx.pool
+
+
+async def test_a_head_superseded_before_its_validation_is_skipped(harness) -> None:
+    fake = harness.fake
+    fake.override = add_next_keyword
+    run = await harness.create(pipeline={**CHAIN, "chains": 1, "chain_validators": 1}, budget={"max_proposals": 3})
+    hold = fake.hold(lambda r: (r.stage, r.item_id, r.keyword()) == ("evaluate", "i000001", "omega"))
+    task = harness.start(run)
+    await until(lambda: run.ctx.chain.head_chain[:1] == ["i000003"], what="item 3 holds the head")
+    assert run.ctx.chain.head_chain == ["i000003", "i000002", "i000001"]
+    hold.release()
+    result = await harness.finish(task)
+    assert result.status == "completed" and run.ctx.tally.superseded == 1
+    items = {i["item_id"]: i for i in await harness.rows("items", run.ctx.run_id)}
+    assert [items[i]["outcome"] for i in ("i000001", "i000002", "i000003")] == ["accepted", "superseded", "accepted"]
+    assert "i000003" in items["i000002"]["payload"]["reason"]
+    assert not any(r.keyword() == "omega" for r in fake.of("evaluate", "i000002"))  # never validated
+    pool = run.ctx.pool
+    assert "a000002" not in pool and pool.get("a000003").parent_ids == ("a000001",)  # nearest validated head
+    assert pool.get("a000003").text.count("KEYWORD-") == 3
+
+
+async def test_a_candidate_passing_after_another_chain_moved_the_head_is_rebased(harness) -> None:
+    fake = harness.fake
+    fake.override = lambda req: (fenced(req.current(), {"i000001": "KEYWORD-alpha", "i000002": "KEYWORD-beta"}[req.item_id])
+                                 if req.stage == "propose" else None)
+    run = await harness.create(pipeline={**CHAIN, "chains": 2}, budget={"max_proposals": 2})
+    hold = fake.hold(lambda r: (r.stage, r.item_id) == ("propose", "i000002"))
+    task = harness.start(run)
+    await until(lambda: run.ctx.chain.head_chain[:1] == ["i000001"], what="item 1 moved the head")
+    hold.release()
+    assert (await harness.finish(task)).status == "completed"
+    a2 = run.ctx.pool.get("a000002")
+    assert "KEYWORD-alpha" in a2.text and "KEYWORD-beta" in a2.text
+    assert a2.meta["rebased"]["mechanical"] is True and a2.meta["rebased"]["to_seq"] == 1
+    assert a2.parent_ids == ("a000001",) and run.ctx.staleness_counts["chain_rebase"] == 1
+    assert run.ctx.chain.head_base == "a000002" and run.ctx.chain.head_chain == []  # it holds the head
+
+
+async def test_a_candidate_that_does_not_apply_to_the_newer_head_is_rejected(harness) -> None:
+    fake = harness.fake
+    # Both add the same line: rebasing item 2's edit onto item 1's head adds nothing.
+    fake.override = lambda req: fenced(req.current(), "KEYWORD-alpha") if req.stage == "propose" else None
+    run = await harness.create(pipeline={**CHAIN, "chains": 2}, budget={"max_proposals": 2})
+    hold = fake.hold(lambda r: (r.stage, r.item_id) == ("propose", "i000002"))
+    task = harness.start(run)
+    await until(lambda: run.ctx.chain.head_chain[:1] == ["i000001"], what="item 1 moved the head")
+    hold.release()
+    assert (await harness.finish(task)).status == "completed"
+    items = {i["item_id"]: i for i in await harness.rows("items", run.ctx.run_id)}
+    assert items["i000002"]["outcome"] == "rejected"
+    assert "does not apply to the newer head" in items["i000002"]["payload"]["reason"]
+    assert "a000002" not in run.ctx.pool
+
+
+async def test_chains_spend_exactly_the_proposal_budget_and_leave_nothing_open(harness) -> None:
+    harness.fake.override = add_next_keyword
+    run = await harness.create(pipeline={**CHAIN, "chains": 3}, budget={"max_proposals": 5})
+    result = await harness.run_to_end(run)
+    assert result.status == "completed" and result.summary["proposal_attempts"] == 5
+    record = await harness.record(run.ctx.run_id)
+    assert record.open_items == []
+    # The confirmed pool holds fully validated artifacts only.
+    assert all(len(a.val_scores) == len(VAL_KEYWORDS) for a in run.ctx.pool.confirmed())
+    assert run.orchestrator.proposing == 0
+
+
+async def test_resume_continues_from_the_saved_head(harness) -> None:
+    harness.fake.override = add_next_keyword
+    run = await harness.create(pipeline={**CHAIN, "chains": 2}, budget={"max_proposals": 3})
+    assert (await harness.run_to_end(run)).status == "completed"
+    saved = run.ctx.chain.to_dict()
+    assert saved["seq"] >= 1 and saved["head_text"].count("KEYWORD-") >= 1
+    again = await harness.resume(run.ctx.run_id, {"max_proposals": 5})
+    assert again.ctx.chain.to_dict() == saved
+    result = await harness.run_to_end(again)
+    assert result.status == "completed" and result.summary["proposal_attempts"] == 5
+    first_new = next(r for r in harness.fake.of("rollout") if r.item_id == "i000004" or r.item_id == "i000005")
+    assert first_new.system.startswith(SEED_PROMPT) and "KEYWORD-" in first_new.system  # the saved head, not the seed
+
+
+@pytest.mark.parametrize("extra, words", [({"policy": "guarded"}, "policy 'guarded' applies to mode async"),
+                                          ({"speculation": True}, "speculation applies to mode async")])
+def test_chain_refuses_async_only_options(extra: dict, words: str) -> None:
+    with pytest.raises(ConfigError, match=words):
+        build_config([("test", {"pipeline": {"mode": "chain", **extra}})])
+
+
+async def test_chain_refuses_program_tasks(tmp_path: Path) -> None:
+    with pytest.raises(SetupError, match="mode chain is for prompt tasks"):
+        await EngineRun.create("circle_packing", [("test", {"pipeline": {"mode": "chain"}})], tmp_path / "r.db")
+    assert not (tmp_path / "r.db").exists()
+
+
+async def test_runtime_switches_to_async_only_features_are_refused(harness) -> None:
+    run = await harness.create(pipeline={**CHAIN, "chains": 1}, budget={"max_proposals": 1})
+    with pytest.raises(ValueError, match="mode chain"):
+        run.set_policy("reflective")
+    with pytest.raises(ValueError, match="mode chain"):
+        run.set_speculation(True)
+    assert (await harness.run_to_end(run)).status == "completed"
