@@ -36,7 +36,7 @@ MODES = {
     "chain": {"pipeline": {"mode": "chain", "chains": 6}},
     "chain-4": {"pipeline": {"mode": "chain", "chains": 4}},
 }
-DEFAULT_MODES = "sync,pxn,async,async-guarded,async-reflective,async-best"
+DEFAULT_MODES = "sync,pxn,async,async-guarded,async-reflective,async-best,chain-4,chain"
 ZERO_LATENCY_SCALE = 1e9
 
 
