@@ -18,11 +18,11 @@ from engine import events as ev
 from engine.context import FatalRunError, RunContext
 from engine.items import WorkItem
 from engine.pipeline.control import AdaptiveController
+from engine.pipeline.merge_admission import MergeAdmission
 from engine.pipeline.recorder import Recorder
 from engine.pipeline.review import GATES, ReviewGates
 from engine.pipeline.stage import Stage
 from engine.pipeline.staleness import make_policy
-from engine.selection import merge
 from engine.stages.prompt_stages import PromptStages
 
 
@@ -80,7 +80,7 @@ class Orchestrator:
             if gate in self.stages:
                 self.stages[gate].handler = self.review.wrap(gate, self.stages[gate].handler)
         self.admitted = 0
-        self._merge_checked_at = -1
+        self.merges = MergeAdmission(ctx, self.handlers, self.recorder.in_flight)
         self.controller: AdaptiveController | None = None
         self._aux_tasks: set[asyncio.Task] = set()
         self._control_tasks: list[asyncio.Task] = []
@@ -212,7 +212,7 @@ class Orchestrator:
         def merge_room() -> bool:
             if chain:  # every chain head already unites all earlier heads
                 return False
-            return (self.in_flight == 0 if sync else self.merges_in_flight < cfg.merge_slots) and self._merge_owed()
+            return (self.in_flight == 0 if sync else self.merges.running < cfg.merge_slots) and self.merges.owed()
 
         def proposal_room() -> bool:
             return (self.in_flight if sync else self.proposing) < limit
@@ -239,21 +239,6 @@ class Orchestrator:
         passed their gate and only await validation."""
         return sum(1 for item in self.recorder.in_flight.values()
                    if "merge" not in item.payload and not item.payload.get("gated"))
-
-    @property
-    def merges_in_flight(self) -> int:
-        return sum(1 for item in self.recorder.in_flight.values() if "merge" in item.payload)
-
-    def _merge_owed(self) -> bool:
-        """A merge is due, allowed, within the proposal budget, and the pool changed since the
-        last search that found no mergeable pair."""
-        ctx, cfg = self.ctx, self.ctx.config.pipeline
-        if not (cfg.merge and hasattr(self.handlers, "select_merge") and ctx.merges.due > 0
-                and ctx.merges.done < cfg.max_merges and self._merge_checked_at != ctx.pool.version):
-            return False
-        cap, budget = ctx.budget.limit("proposals"), ctx.budget
-        # Merges ride along with proposals, never past their budget.
-        return cap is None or budget.spent["proposals"] + budget.reserved["proposals"] < cap
 
     async def _admit_one(self, parent_and_minibatch: tuple[str, list[str]] | None = None,
                          wait: bool = True) -> WorkItem | None:
@@ -284,32 +269,10 @@ class Orchestrator:
         return item
 
     def _admit_merge(self) -> WorkItem | None:
-        """A merge item when one is owed (GEPA: after each accepted proposal) and the front
-        holds a mergeable pair that the budget can pay for; else None."""
-        ctx = self.ctx
-        merges = ctx.merges
-        if not self._merge_owed():
-            return None
-        found = self.handlers.select_merge()
-        self._merge_checked_at = ctx.pool.version
-        if found is None:
-            return None
-        reservation = ctx.budget.try_reserve(self.handlers.estimate_merge(), ctx.elapsed())
-        if reservation is None:
-            ctx.merges.tried.discard(merge.pair_key(found["ours"], found["theirs"]))  # try it again later
-            return None
-        merges.due -= 1
-        merges.done += 1
-        ctx.tally.merges_tried += 1
-        item = WorkItem(item_id=ctx.next_item_id(), created_version=ctx.pool.version, parent_id=found["ours"],
-                        minibatch=found["minibatch"], stage=self.handlers.MERGE_AT, created_at=time.time(),
-                        payload={"child": found["text"],
-                                 "merge": {k: found[k] for k in ("ours", "theirs", "base")}})
-        ctx.bus.publish(ev.CandidateSelected(item_id=item.item_id, parent_id=item.parent_id, minibatch=item.minibatch,
-                                             pool_version=ctx.pool.version))
-        ctx.reservations[item.item_id] = reservation
-        self.recorder.item_created(item)
-        self.admitted += 1
+        item = self.merges.admit()
+        if item is not None:
+            self.recorder.item_created(item)
+            self.admitted += 1
         return item
 
     async def _admit_steps(self, parents: int, mutations: int) -> None:
@@ -321,8 +284,8 @@ class Orchestrator:
                 break
             if self._draining:
                 break
-            merge = self._admit_merge()
-            batch: list[WorkItem] = [merge] if merge is not None else []
+            merge_item = self._admit_merge()
+            batch: list[WorkItem] = [merge_item] if merge_item is not None else []
             full = False
             for _ in range(parents):
                 parent, minibatch = self.handlers.select()

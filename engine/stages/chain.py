@@ -50,6 +50,8 @@ class ChainMixin:
 
     async def chain_evaluate(self, item: WorkItem) -> WorkItem | None:
         ctx, ch = self.ctx, self.ctx.chain
+        if item.payload.get("gated"):  # resumed after its gate (its successor exists): validation is left
+            return await self._validate_head(item, item.payload["child"])
         head, child = self.head_text(item), item.payload["child"]
         nxt = ctx.sampler.next()
         ctx.bus.publish(ev.EvaluationStart(item_id=item.item_id, split="minibatch",
@@ -91,6 +93,7 @@ class ChainMixin:
         ch.head_chain = [item.item_id, *item.payload["head_chain"]][: ch.MAX_CHAIN]
         item.payload["gated"] = True  # no longer a proposing item: the chain's slot passes on
         self._hand_on(item, child, child_next, nxt, ch.seq, ch.head_chain, base)
+        self.recorder.save_item(item, outcome=None)  # a resume must not run this gate twice
         return await self._validate_head(item, child)
 
     def _hand_on(self, item: WorkItem, head: str, traces: list[dict], minibatch: list[str], seq: int,

@@ -179,3 +179,29 @@ async def test_runtime_switches_to_async_only_features_are_refused(harness) -> N
     with pytest.raises(ValueError, match="mode chain"):
         run.set_speculation(True)
     assert (await harness.run_to_end(run)).status == "completed"
+
+
+async def test_a_head_interrupted_in_validation_resumes_without_a_second_gate(harness) -> None:
+    fake = harness.fake
+    fake.override = add_next_keyword
+    run = await harness.create(pipeline={**CHAIN, "chains": 1}, budget={"max_proposals": 3})
+    hold_val = fake.hold(lambda r: (r.stage, r.item_id, r.keyword()) == ("evaluate", "i000001", "omega"))
+    hold_prop = fake.hold(lambda r: (r.stage, r.item_id) == ("propose", "i000002"))
+    task = harness.start(run)
+    await until(lambda: hold_val.arrived and hold_prop.arrived, what="item 1 validating, item 2 proposing")
+    run.stop()
+    assert (await harness.finish(task)).status == "interrupted"
+    before = {i["item_id"]: i for i in (await harness.record(run.ctx.run_id)).open_items}
+    assert {k: v["stage"] for k, v in before.items()} == {"i000001": "evaluate", "i000002": "propose"}
+    assert before["i000001"]["payload"]["gated"] is True
+    n_first = len(fake.requests)
+    fake.gates.clear()
+    again = await harness.resume(run.ctx.run_id)
+    assert again.ctx.chain.head_chain[0] == "i000001"
+    assert (await harness.run_to_end(again)).status == "completed"
+    later = fake.requests[n_first:]
+    mine = [r for r in later if r.item_id == "i000001"]
+    assert {r.stage for r in mine} == {"evaluate"} and len(mine) == len(VAL_KEYWORDS)  # validation only
+    chain_of = {i["item_id"]: i["payload"].get("chain_of") for i in await harness.rows("items", run.ctx.run_id)}
+    assert list(chain_of.values()).count("i000001") == 1  # one successor: the chain did not fork
+    assert again.ctx.tally.proposal_attempts == 3

@@ -1,0 +1,66 @@
+"""Admission of merge items (GEPA's merge, for text; the operator is in selection/merge.py).
+
+GEPA owes one merge attempt per accepted proposal, up to max_merges. A merge item carries the
+merged text and starts at the handlers' MERGE_AT stage; it never spends the proposal budget
+and stops once that budget is used up.
+"""
+
+from __future__ import annotations
+
+import time
+
+from engine import events as ev
+from engine.context import RunContext
+from engine.items import WorkItem
+from engine.selection import merge
+
+
+class MergeAdmission:
+    def __init__(self, ctx: RunContext, handlers, in_flight: dict[str, WorkItem]) -> None:
+        self.ctx = ctx
+        self.handlers = handlers
+        self._in_flight = in_flight
+        self._checked_at = -1
+        """Pool version of the last search that found no pair: search again only after a change."""
+
+    @property
+    def running(self) -> int:
+        return sum(1 for item in self._in_flight.values() if "merge" in item.payload)
+
+    def owed(self) -> bool:
+        """A merge is due, allowed, within the proposal budget, and the pool changed since the
+        last search that found no mergeable pair."""
+        ctx, cfg = self.ctx, self.ctx.config.pipeline
+        if not (cfg.merge and hasattr(self.handlers, "select_merge") and ctx.merges.due > 0
+                and ctx.merges.done < cfg.max_merges and self._checked_at != ctx.pool.version):
+            return False
+        cap, budget = ctx.budget.limit("proposals"), ctx.budget
+        # Merges ride along with proposals, never past their budget.
+        return cap is None or budget.spent["proposals"] + budget.reserved["proposals"] < cap
+
+    def admit(self) -> WorkItem | None:
+        """A merge item when one is owed and the front holds a mergeable pair that the budget
+        can pay for; else None. The caller registers the item."""
+        ctx = self.ctx
+        merges = ctx.merges
+        if not self.owed():
+            return None
+        found = self.handlers.select_merge()
+        self._checked_at = ctx.pool.version
+        if found is None:
+            return None
+        reservation = ctx.budget.try_reserve(self.handlers.estimate_merge(), ctx.elapsed())
+        if reservation is None:
+            merges.tried.discard(merge.pair_key(found["ours"], found["theirs"]))  # try it again later
+            return None
+        merges.due -= 1
+        merges.done += 1
+        ctx.tally.merges_tried += 1
+        item = WorkItem(item_id=ctx.next_item_id(), created_version=ctx.pool.version, parent_id=found["ours"],
+                        minibatch=found["minibatch"], stage=self.handlers.MERGE_AT, created_at=time.time(),
+                        payload={"child": found["text"],
+                                 "merge": {k: found[k] for k in ("ours", "theirs", "base")}})
+        ctx.bus.publish(ev.CandidateSelected(item_id=item.item_id, parent_id=item.parent_id, minibatch=item.minibatch,
+                                             pool_version=ctx.pool.version))
+        ctx.reservations[item.item_id] = reservation
+        return item
