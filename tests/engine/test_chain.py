@@ -100,16 +100,21 @@ async def test_a_head_superseded_before_its_validation_is_skipped(harness) -> No
     assert pool.get("a000003").text.count("KEYWORD-") == 3
 
 
-async def test_a_candidate_passing_after_another_chain_moved_the_head_is_rebased(harness) -> None:
-    fake = harness.fake
-    fake.override = lambda req: (fenced(req.current(), {"i000001": "KEYWORD-alpha", "i000002": "KEYWORD-beta"}[req.item_id])
-                                 if req.stage == "propose" else None)
+async def two_chains_item_2_gated_after_item_1(harness, lines: dict[str, str]):
+    """Two chains from the seed; item 2 proposes only once item 1 has moved the head.
+    `lines`: the line each item's proposal adds."""
+    harness.fake.override = lambda req: fenced(req.current(), lines[req.item_id]) if req.stage == "propose" else None
     run = await harness.create(pipeline={**CHAIN, "chains": 2}, budget={"max_proposals": 2})
-    hold = fake.hold(lambda r: (r.stage, r.item_id) == ("propose", "i000002"))
+    hold = harness.fake.hold(lambda r: (r.stage, r.item_id) == ("propose", "i000002"))
     task = harness.start(run)
     await until(lambda: run.ctx.chain.head_chain[:1] == ["i000001"], what="item 1 moved the head")
     hold.release()
     assert (await harness.finish(task)).status == "completed"
+    return run
+
+
+async def test_a_candidate_passing_after_another_chain_moved_the_head_is_rebased(harness) -> None:
+    run = await two_chains_item_2_gated_after_item_1(harness, {"i000001": "KEYWORD-alpha", "i000002": "KEYWORD-beta"})
     a2 = run.ctx.pool.get("a000002")
     assert "KEYWORD-alpha" in a2.text and "KEYWORD-beta" in a2.text
     assert a2.meta["rebased"]["mechanical"] is True and a2.meta["rebased"]["to_seq"] == 1
@@ -118,15 +123,8 @@ async def test_a_candidate_passing_after_another_chain_moved_the_head_is_rebased
 
 
 async def test_a_candidate_that_does_not_apply_to_the_newer_head_is_rejected(harness) -> None:
-    fake = harness.fake
     # Both add the same line: rebasing item 2's edit onto item 1's head adds nothing.
-    fake.override = lambda req: fenced(req.current(), "KEYWORD-alpha") if req.stage == "propose" else None
-    run = await harness.create(pipeline={**CHAIN, "chains": 2}, budget={"max_proposals": 2})
-    hold = fake.hold(lambda r: (r.stage, r.item_id) == ("propose", "i000002"))
-    task = harness.start(run)
-    await until(lambda: run.ctx.chain.head_chain[:1] == ["i000001"], what="item 1 moved the head")
-    hold.release()
-    assert (await harness.finish(task)).status == "completed"
+    run = await two_chains_item_2_gated_after_item_1(harness, {"i000001": "KEYWORD-alpha", "i000002": "KEYWORD-alpha"})
     items = {i["item_id"]: i for i in await harness.rows("items", run.ctx.run_id)}
     assert items["i000002"]["outcome"] == "rejected"
     assert "does not apply to the newer head" in items["i000002"]["payload"]["reason"]
