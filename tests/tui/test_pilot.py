@@ -153,3 +153,18 @@ async def test_editor_problems_leave_the_item_waiting(tmp_path, monkeypatch, cas
         assert item in {p.item_id for p in run.review.pending()}
         run.stop("test over")
         await until(pilot, lambda: app.engine_task.done())
+
+
+async def test_a_chain_run_in_the_tui_refuses_policy_switches_with_a_notice(tmp_path):
+    layer = {"sim": {"time_scale": 400}, "budget": {"max_proposals": 6}, "pipeline": {"mode": "chain", "chains": 2}}
+    run = await EngineRun.create("rules", [("test", layer)], tmp_path / "runs.db")
+    app = EvoApp(LiveBackend(run), engine=run.run, settings=UISettings())
+    async with app.run_test(size=(160, 48), notifications=True) as pilot:
+        await until(pilot, lambda: run.snapshot().proposal_attempts >= 1)
+        await pilot.press("p")
+        await until(pilot, lambda: any("mode chain" in m for m in messages(app)), msg=lambda: messages(app))
+        assert run.snapshot().policy == "full"
+        await until(pilot, lambda: app.engine_task.done(), timeout=60)
+    result = app.engine_task.result()
+    assert result.status == "completed" and result.summary["mode"] == "chain"
+    assert result.summary["proposal_attempts"] == 6
