@@ -80,7 +80,8 @@ class ReviewGates:
                     item_id=item.item_id,
                     gate=gate,
                     parent_id=item.parent_id,
-                    parent_text=parent.text if parent else "",
+                    # A chain item is made from its head, which may not be a pool artifact yet.
+                    parent_text=str(item.payload.get("head_text") or (parent.text if parent else "")),
                     child_text=str(item.payload.get("child", "")),
                     parked_at=float(item.payload.get("parked_at", 0.0)),
                 )

@@ -203,3 +203,18 @@ async def test_a_head_interrupted_in_validation_resumes_without_a_second_gate(ha
     chain_of = {i["item_id"]: i["payload"].get("chain_of") for i in await harness.rows("items", run.ctx.run_id)}
     assert list(chain_of.values()).count("i000001") == 1  # one successor: the chain did not fork
     assert again.ctx.tally.proposal_attempts == 3
+
+
+async def test_a_review_shows_a_chain_proposal_against_its_head(harness) -> None:
+    harness.fake.override = add_next_keyword
+    run = await harness.create(pipeline={**CHAIN, "chains": 1, "review_before_evaluate": True},
+                               budget={"max_proposals": 2})
+    task = harness.start(run)
+    await until(lambda: run.review.pending(), what="item 1 parked")
+    run.review.decide("i000001", "approve")
+    await until(lambda: [p.item_id for p in run.review.pending()] == ["i000002"], what="item 2 parked")
+    (pending,) = run.review.pending()
+    head = run.ctx.chain.head_text
+    assert pending.parent_text == head != SEED_PROMPT and pending.child_text.startswith(head + "\n")
+    run.review.decide("i000002", "approve")
+    assert (await harness.finish(task)).status == "completed"
