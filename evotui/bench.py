@@ -35,6 +35,7 @@ MODES = {
     # Proposal chains (engine/stages/chain.py): async steps handed on at the gate, shared head.
     "chain": {"pipeline": {"mode": "chain", "chains": 6}},
     "chain-4": {"pipeline": {"mode": "chain", "chains": 4}},
+    "chain-8": {"pipeline": {"mode": "chain", "chains": 8}},
 }
 DEFAULT_MODES = "sync,pxn,async,async-guarded,async-reflective,async-best,chain-4,chain"
 ZERO_LATENCY_SCALE = 1e9
