@@ -16,6 +16,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from engine.config import SimConfig
 from engine.runner import EngineRun, SetupError
 from evotui import bench_report as report
 
@@ -36,6 +37,10 @@ MODES = {
     "chain": {"pipeline": {"mode": "chain", "chains": 6}},
     "chain-4": {"pipeline": {"mode": "chain", "chains": 4}},
     "chain-8": {"pipeline": {"mode": "chain", "chains": 8}},
+    # Saturation, not quality: enough items in flight, and client requests up to the backend's
+    # capacity, to keep the backend full (use with a larger --proposals).
+    "async-max": {"pipeline": {"mode": "async", "max_in_flight": 192, "queue_capacity": 384, "merge": False,
+                               "workers": {"rollout": 192, "propose": 192, "evaluate": 192}}},
 }
 DEFAULT_MODES = "sync,pxn,async,async-guarded,async-reflective,async-best,chain-4,chain"
 ZERO_LATENCY_SCALE = 1e9
@@ -47,6 +52,9 @@ async def run_one(task: str, mode: str, seed: int, profile: str, proposals: int,
     if time_scale is not None:
         sim["time_scale"] = time_scale
     layer = {"seed": seed, "sim": sim, "budget": {"max_proposals": proposals}, **MODES[mode]}
+    if mode == "async-max":  # the client may use every slot the simulated backend has
+        capacity = SimConfig().vllm_max_num_seqs if profile == "vllm" else SimConfig().api_max_concurrency
+        layer["task_llm"] = {"max_concurrency": capacity}
     layers = [("bench", layer)] + ([("bench overrides", extra)] if extra else [])
     run = await EngineRun.create(task, layers, db)
     result = await run.run()

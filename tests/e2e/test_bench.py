@@ -7,12 +7,12 @@ from tests.e2e.conftest import evotui
 
 def test_bench_json_has_each_mode_and_ratio():
     proc = evotui("bench", "rules", "--profile", "vllm", "--seeds", "1", "--proposals", "4", "--time-scale", "400", "--json",
-                  "--modes", "sync,pxn,async-reflective",
+                  "--modes", "sync,pxn,async-reflective,chain,async-max",
                   timeout=300)
     assert proc.returncode == 0, proc.stderr
     rows = [json.loads(line) for line in proc.stdout.strip().splitlines()]
     by_mode = {r["mode"]: r for r in rows}
-    assert set(by_mode) == {"sync", "pxn", "async-reflective"}
+    assert set(by_mode) == {"sync", "pxn", "async-reflective", "chain", "async-max"}
     for r in rows:
         for key in ("proposals_per_min", "ratio_vs_sync", "ratio_vs_pxn", "best_score", "tokens_generated",
                     "tokens_wasted", "utilization", "throughput_utilization"):
