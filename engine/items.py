@@ -26,6 +26,12 @@ class WorkItem:
     tokens: int = 0
     """Tokens spent on this item so far (wasted if it is discarded)."""
 
+    def end(self, outcome: str, reason: str = "") -> None:
+        """Record how the item ended; the stage that returns None after this reports it."""
+        self.payload["outcome"] = outcome
+        if reason:
+            self.payload["reason"] = reason
+
     def to_payload(self) -> dict:
         return {"minibatch": self.minibatch, "tokens": self.tokens, **self.payload}
 

@@ -133,16 +133,14 @@ class Pool:
 
     def best(self) -> Artifact | None:
         """Best fully validated artifact; speculative ones never lead before confirmation."""
-        pool = self.confirmed()
-        if not pool:
-            return None
-        # Ties go to the older artifact: a newer one must be strictly better to lead.
-        return max(pool, key=lambda a: (a.val_mean, -a.created_version))
+        return _top(self.confirmed())
 
     def leader(self) -> Artifact | None:
         """Best selectable artifact, speculative ones included (scored on their prefix): what a
         stale item is rebased onto, so repairs build on the newest promising work."""
-        pool = self.live()
-        if not pool:
-            return None
-        return max(pool, key=lambda a: (a.val_mean, -a.created_version))
+        return _top(self.live())
+
+
+def _top(artifacts: list[Artifact]) -> Artifact | None:
+    # Ties go to the older artifact: a newer one must be strictly better to lead.
+    return max(artifacts, key=lambda a: (a.val_mean, -a.created_version), default=None)

@@ -53,7 +53,8 @@ async def run_one(task: str, mode: str, seed: int, profile: str, proposals: int,
         sim["time_scale"] = time_scale
     layer = {"seed": seed, "sim": sim, "budget": {"max_proposals": proposals}, **MODES[mode]}
     if mode == "async-max":  # the client may use every slot the simulated backend has
-        capacity = SimConfig().vllm_max_num_seqs if profile == "vllm" else SimConfig().api_max_concurrency
+        sim_defaults = SimConfig()
+        capacity = sim_defaults.vllm_max_num_seqs if profile == "vllm" else sim_defaults.api_max_concurrency
         layer["task_llm"] = {"max_concurrency": capacity}
     layers = [("bench", layer)] + ([("bench overrides", extra)] if extra else [])
     run = await EngineRun.create(task, layers, db)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 
-from engine import events as ev
+from engine.budget import Reservation
 from engine.context import RunContext
 from engine.items import WorkItem
 from engine.selection import merge
@@ -38,9 +38,9 @@ class MergeAdmission:
         # Merges ride along with proposals, never past their budget.
         return cap is None or budget.spent["proposals"] + budget.reserved["proposals"] < cap
 
-    def admit(self) -> WorkItem | None:
-        """A merge item when one is owed and the front holds a mergeable pair that the budget
-        can pay for; else None. The caller registers the item."""
+    def admit(self) -> tuple[WorkItem, Reservation] | None:
+        """(merge item, its budget reservation) when a merge is owed and the front holds a
+        mergeable pair that the budget can pay for; else None. The caller registers the item."""
         ctx = self.ctx
         merges = ctx.merges
         if not self.owed():
@@ -60,7 +60,4 @@ class MergeAdmission:
                         minibatch=found["minibatch"], stage=self.handlers.MERGE_AT, created_at=time.time(),
                         payload={"child": found["text"],
                                  "merge": {k: found[k] for k in ("ours", "theirs", "base")}})
-        ctx.bus.publish(ev.CandidateSelected(item_id=item.item_id, parent_id=item.parent_id, minibatch=item.minibatch,
-                                             pool_version=ctx.pool.version))
-        ctx.reservations[item.item_id] = reservation
-        return item
+        return item, reservation

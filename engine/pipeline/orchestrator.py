@@ -15,6 +15,7 @@ import asyncio
 import time
 
 from engine import events as ev
+from engine.budget import Reservation
 from engine.context import FatalRunError, RunContext
 from engine.items import WorkItem
 from engine.pipeline.control import AdaptiveController
@@ -168,10 +169,16 @@ class Orchestrator:
         )
         if ctx.config.pipeline.mode == "chain":
             self.handlers.chain_start(item)
-        ctx.bus.publish(
-            ev.CandidateSelected(item_id=item.item_id, parent_id=item.parent_id, minibatch=item.minibatch,
-                                 pool_version=ctx.pool.version)
-        )
+        return item
+
+    def _register(self, item: WorkItem, reservation: Reservation) -> WorkItem:
+        """Every new item, however admitted: announced, its budget reservation kept, persisted."""
+        ctx = self.ctx
+        ctx.bus.publish(ev.CandidateSelected(item_id=item.item_id, parent_id=item.parent_id, minibatch=item.minibatch,
+                                             pool_version=ctx.pool.version))
+        ctx.reservations[item.item_id] = reservation
+        self.recorder.item_created(item)
+        self.admitted += 1
         return item
 
     def _spawn(self, parent_id: str, minibatch: list[str], payload: dict, stage: str) -> WorkItem | None:
@@ -183,13 +190,9 @@ class Orchestrator:
         reservation = ctx.budget.try_reserve(self.handlers.estimate(), ctx.elapsed())
         if reservation is None:
             return None
-        item = WorkItem(item_id=ctx.next_item_id(), created_version=ctx.pool.version, parent_id=parent_id,
-                        minibatch=minibatch, stage=stage, created_at=time.time(), payload=payload)
-        ctx.bus.publish(ev.CandidateSelected(item_id=item.item_id, parent_id=parent_id, minibatch=minibatch,
-                                             pool_version=ctx.pool.version))
-        ctx.reservations[item.item_id] = reservation
-        self.recorder.item_created(item)
-        self.admitted += 1
+        item = self._register(WorkItem(item_id=ctx.next_item_id(), created_version=ctx.pool.version,
+                                       parent_id=parent_id, minibatch=minibatch, stage=stage, created_at=time.time(),
+                                       payload=payload), reservation)
         self._reroute(item, stage)
         return item
 
@@ -262,18 +265,11 @@ class Orchestrator:
             self._publish_budget()
             self.drain(f"budget exhausted: {ctx.budget.exhausted}")
             return None
-        item = self.select(parent_and_minibatch)
-        ctx.reservations[item.item_id] = reservation
-        self.recorder.item_created(item)
-        self.admitted += 1
-        return item
+        return self._register(self.select(parent_and_minibatch), reservation)
 
     def _admit_merge(self) -> WorkItem | None:
-        item = self.merges.admit()
-        if item is not None:
-            self.recorder.item_created(item)
-            self.admitted += 1
-        return item
+        admitted = self.merges.admit()
+        return self._register(*admitted) if admitted is not None else None
 
     async def _admit_steps(self, parents: int, mutations: int) -> None:
         """pxn: P parents x N mutations per step; every stage waits for its slowest item."""

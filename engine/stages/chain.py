@@ -26,8 +26,8 @@ from engine.selection import merge
 
 
 class ChainMixin:
-    """Mixed into PromptStages, which provides ctx, run_examples(), full_validation() and the
-    orchestrator's `spawn(parent_id, minibatch, payload, stage) -> WorkItem | None`."""
+    """Mixed into PromptStages, which provides ctx, run_examples(), full_validation(), reject(),
+    record_validation() and the orchestrator's `spawn(parent_id, minibatch, payload, stage)`."""
 
     _validation_slots: asyncio.Semaphore | None = None
 
@@ -82,9 +82,7 @@ class ChainMixin:
             # The chain goes on from its own head, with the head's traces on the next minibatch.
             self._hand_on(item, head, head_next, nxt, item.payload.get("head_seq", ch.seq),
                           item.payload.get("head_chain", []), item.parent_id)
-            ctx.tally.rejected += 1
-            ctx.bus.publish(ev.CandidateRejected(item_id=item.item_id, parent_id=item.parent_id, reason=reason))
-            item.payload["outcome"], item.payload["reason"] = "rejected", reason
+            self.reject(item, reason)
             return None
         # Rebased or not, the candidate extends the shared head (and its lineage).
         base = item.parent_id = ch.head_base
@@ -114,15 +112,10 @@ class ChainMixin:
         async with self._validation_slots:
             if self._superseded(item):
                 ctx.tally.superseded += 1
-                item.payload["outcome"] = "superseded"
                 newer = ctx.chain.head_chain[0] if ctx.chain.head_chain else ctx.chain.head_base
-                item.payload["reason"] = f"a newer head ({newer}) carries its edit"
+                item.end("superseded", f"a newer head ({newer}) carries its edit")
                 return None
-            val = await self.full_validation(item, child)
-        item.payload["val"] = {t["example_id"]: t["score"] for t in val}
-        item.payload["val_feedback"] = {t["example_id"]: t["feedback"] for t in val}
-        ctx.bus.publish(ev.EvaluationEnd(item_id=item.item_id, split="val",
-                                         score=sum(item.payload["val"].values()) / len(val)))
+            self.record_validation(item, await self.full_validation(item, child))
         # Lineage: the nearest ancestor head that made it into the pool, else the base.
         item.parent_id = next((f"a{i[1:]}" for i in item.payload["head_chain"] if f"a{i[1:]}" in ctx.pool),
                               item.parent_id)

@@ -30,12 +30,6 @@ SCORE_KEY = "combined_score"
 META_TEXT_CAP = 2000
 
 
-def _end(item: WorkItem, outcome: str, reason: str = "") -> None:
-    item.payload["outcome"] = outcome
-    if reason:
-        item.payload["reason"] = reason
-
-
 def _feedback_of(res: EvalResult) -> dict[str, str]:
     fb = {k: prompt.clip(v, META_TEXT_CAP) for k, v in res.feedback.items()}
     if res.warnings:
@@ -189,7 +183,7 @@ class ProgramStages:
         if detail:
             line += f"\n  stderr tail: {detail}"
         self.failures.append(line)
-        _end(item, "failed", reason)
+        item.end("failed", reason)
 
     # -- validate / evaluate / update -------------------------------------------------------
     async def validate(self, item: WorkItem) -> WorkItem | None:
@@ -244,7 +238,7 @@ class ProgramStages:
         ctx.bus.publish(ev.CandidateAccepted(item_id=item.item_id, artifact_id=artifact_id, parent_id=item.parent_id,
                                              val_mean=stored.val_mean, pool_version=ctx.pool.version, best=is_best))
         item.payload["artifact_id"] = artifact_id
-        _end(item, "accepted")
+        item.end("accepted")
         return None
 
     async def reflect(self, item: WorkItem) -> WorkItem | None:
@@ -269,7 +263,7 @@ class ProgramStages:
                 self.recorder.discard(item, "reflect", gap, f"reflection: discard: {reason}", "discarded_reflect")
                 return None
         elif reason:
-            _end(item, "discarded_reflect", reason)
+            item.end("discarded_reflect", reason)
             return None
         item.payload["reflected_at"] = ctx.pool.version
         return item

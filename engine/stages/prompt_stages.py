@@ -31,12 +31,6 @@ TOKENS_PER_CALL_PRIOR = 1500.0
 current_item: contextvars.ContextVar[str | None] = contextvars.ContextVar("current_item", default=None)
 
 
-def _end(item: WorkItem, outcome: str, reason: str = "") -> None:
-    item.payload["outcome"] = outcome
-    if reason:
-        item.payload["reason"] = reason
-
-
 class PromptStages(SpeculationMixin, ChainMixin):
     """Handlers of a prompt task. The orchestrator drives any object with this shape:
     PIPELINE (stage names after select), CHECKED (stages that check staleness), one async
@@ -152,7 +146,7 @@ class PromptStages(SpeculationMixin, ChainMixin):
         if all(t["score"] >= 1.0 for t in traces):
             # GEPA skips reflection when the parent is already perfect on the minibatch.
             self.ctx.tally.skipped += 1
-            _end(item, "skipped", "parent perfect on minibatch")
+            item.end("skipped", "parent perfect on minibatch")
             return None
         return item
 
@@ -185,7 +179,7 @@ class PromptStages(SpeculationMixin, ChainMixin):
         if child is None:
             ctx.tally.failed += 1
             ctx.tally.fail_reasons[reason.split(":")[0]] += 1
-            _end(item, "failed", reason)
+            item.end("failed", reason)
             return None
         ctx.tally.proposals += 1
         item.payload["child"] = child
@@ -222,17 +216,23 @@ class PromptStages(SpeculationMixin, ChainMixin):
         ctx.bus.publish(ev.EvaluationEnd(item_id=item.item_id, split="minibatch", score=child_sum / max(1, len(mb))))
         tie_passes = "merge" in item.payload
         if child_sum < parent_sum or (child_sum == parent_sum and not tie_passes):
-            reason = f"minibatch gate: {child_sum:.2f} {'<' if tie_passes else '<='} parent {parent_sum:.2f}"
-            ctx.tally.rejected += 1
-            ctx.bus.publish(ev.CandidateRejected(item_id=item.item_id, parent_id=item.parent_id, reason=reason))
-            _end(item, "rejected", reason)
+            self.reject(item, f"minibatch gate: {child_sum:.2f} {'<' if tie_passes else '<='} parent {parent_sum:.2f}")
             return None
-        val = await self.full_validation(item, child)
+        self.record_validation(item, await self.full_validation(item, child))
+        return item
+
+    def reject(self, item: WorkItem, reason: str) -> None:
+        """A candidate that failed its gate: counted, announced, ended."""
+        self.ctx.tally.rejected += 1
+        self.ctx.bus.publish(ev.CandidateRejected(item_id=item.item_id, parent_id=item.parent_id, reason=reason))
+        item.end("rejected", reason)
+
+    def record_validation(self, item: WorkItem, val: list[dict]) -> None:
+        """Full-validation scores and feedback on the item, for update() to commit."""
         item.payload["val"] = {t["example_id"]: t["score"] for t in val}
         item.payload["val_feedback"] = {t["example_id"]: t["feedback"] for t in val}
         mean = sum(item.payload["val"].values()) / len(val)
-        ctx.bus.publish(ev.EvaluationEnd(item_id=item.item_id, split="val", score=mean))
-        return item
+        self.ctx.bus.publish(ev.EvaluationEnd(item_id=item.item_id, split="val", score=mean))
 
     async def full_validation(self, item: WorkItem, child: str) -> list[dict]:
         """Full validation; with speculation, the prefix first and a speculative insert if it
@@ -261,7 +261,7 @@ class PromptStages(SpeculationMixin, ChainMixin):
         before = ctx.pool.best()
         if "speculative" in item.payload:
             if not self.settle_speculative(item):
-                _end(item, "removed_speculative", "full validation did not confirm the partial score")
+                item.end("removed_speculative", "full validation did not confirm the partial score")
                 return None
             stored = ctx.pool.get(artifact_id)
             return self._accepted(item, stored, before)
@@ -304,7 +304,7 @@ class PromptStages(SpeculationMixin, ChainMixin):
             )
         )
         item.payload["artifact_id"] = artifact_id
-        _end(item, "accepted")
+        item.end("accepted")
         return None
 
     async def reflect(self, item: WorkItem) -> WorkItem | None:
