@@ -1,13 +1,16 @@
 """OpenAI-compatible chat client: bounded concurrency, retries with jittered backoff, SSE streaming.
 
 Every chat() reports exactly one CallRecord through on_call (success, "length" or final error);
-a cancelled call reports nothing. The API key is read from the environment per request and is
-scrubbed from every message this module produces.
+a cancelled call reports nothing. The API key is read from the environment per request. Credentials
+in the URL (userinfo, key-like query values) are sent but never shown: base_url, CallRecords and
+every error message carry the redacted URL, and each message is scrubbed of the key and the URL's
+secrets (servers and httpx echo them).
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import http.cookiejar
 import json
 import math
@@ -20,7 +23,17 @@ from dataclasses import dataclass
 import httpx
 
 from engine.config import SIM_URL, EndpointConfig
-from engine.llm.errors import LLMError, bad_response, error_detail, one_line, status_error, transport_error
+from engine.llm.errors import (
+    LLMError,
+    bad_response,
+    error_detail,
+    looks_like_html,
+    one_line,
+    status_error,
+    transport_error,
+    truncated_stream,
+)
+from engine.llm.redact import redact_url, url_secrets
 
 SIM_BASE_URL = "http://sim/v1"
 
@@ -84,6 +97,14 @@ def _message_chars(messages: list[dict]) -> int:
     return total
 
 
+def _basic_auth(url: httpx.URL) -> str | None:
+    """The Authorization value for a URL's userinfo (http://user:KEY@host), as httpx would send it."""
+    if not url.userinfo:
+        return None
+    pair = f"{url.username}:{url.password}".encode()
+    return "Basic " + base64.b64encode(pair).decode("ascii")
+
+
 class _NoCookies(http.cookiejar.CookieJar):
     """Chat endpoints are stateless: keep no cookies (a server cannot pin state on us), and skip
     the per-response cookie parsing that was a tenth of the in-process request cost."""
@@ -108,8 +129,15 @@ class LLMClient:
             if transport is None:
                 raise ValueError("url sim:// needs the simulator's transport")
             base_url = SIM_BASE_URL
-        base = httpx.URL((base_url or cfg.url).rstrip("/"))
-        self.base_url = str(base.copy_with(username=None, password=None)) if base.userinfo else str(base)
+        raw = base_url or cfg.url
+        base = httpx.URL(raw)
+        # Userinfo becomes our own Basic header, so no request URL (which httpx puts in its
+        # exceptions and logs) holds it; key-like query parameters have to stay in the URL.
+        self._basic = _basic_auth(base)
+        self._base = base.copy_with(username=None, password=None, path=base.path.rstrip("/"))
+        self._url_secrets = url_secrets(raw) + ((self._basic.split(" ", 1)[1],) if self._basic else ())
+        self.base_url = redact_url(str(self._base).rstrip("/"))
+        """The endpoint as shown everywhere (messages, CallRecords, snapshots): no credentials."""
         self.name = name
         self.model = cfg.model
         self._cfg = cfg
@@ -176,13 +204,27 @@ class LLMClient:
         env = self._cfg.api_key_env
         return (os.environ.get(env) or None) if env else None
 
+    def _secrets(self) -> tuple[str | None, ...]:
+        """What no message may show: the API key and the URL's credentials."""
+        return (self._api_key(), *self._url_secrets)
+
+    def _url(self, path: str, *, root: bool = False) -> httpx.URL:
+        """An endpoint route (keeps the base's query, which may hold a key); root: without /v1."""
+        base = self._base.path
+        if root and base.endswith("/v1"):
+            base = base[: -len("/v1")]
+        return self._base.copy_with(path=base + path)
+
     def _headers(self, stage: str | None = None) -> dict[str, str]:
         headers: dict[str, str] = {}
         if stage is not None:
             headers["X-Evotui-Stage"] = stage
         key = self._api_key()
+        # An explicit key wins over the URL's userinfo (httpx would let the userinfo win).
         if key:
             headers["Authorization"] = f"Bearer {key}"
+        elif self._basic:
+            headers["Authorization"] = self._basic
         return headers
 
     def _status_error(self, resp: httpx.Response) -> LLMError:
@@ -197,18 +239,25 @@ class LLMClient:
 
     # -- parsing ---------------------------------------------------------------------------------
 
-    def _parse_completion(self, body: str) -> _Reply:
+    def _parse_completion(self, body: str, content_type: str | None = None) -> _Reply:
+        # A cut, empty or HTML body and a reply without choices come from overloaded servers,
+        # proxies and gateways, and are retried; a well-formed reply of the wrong shape is not.
         if not body.strip():
-            raise bad_response(self.base_url, "empty body")
+            raise bad_response(self.base_url, "empty body", retryable=True)
+        if looks_like_html(body, content_type):
+            raise bad_response(self.base_url, f"an HTML page instead of JSON, from a proxy or gateway? "
+                               f"({one_line(body, 60)!r})", retryable=True)
         try:
             data = json.loads(body)
         except ValueError:
-            raise bad_response(self.base_url, f"body is not JSON ({one_line(body, 60)!r})") from None
+            raise bad_response(self.base_url, f"body is not JSON, or cut short ({one_line(body, 60)!r})",
+                               retryable=True) from None
         if not isinstance(data, dict):
-            raise bad_response(self.base_url, "JSON body is not an object")
+            raise bad_response(self.base_url, "JSON body is not an object", retryable=True)
         choices = data.get("choices")
         if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
-            raise bad_response(self.base_url, "no choices" + (f" ({error_detail(body)})" if "error" in data else ""))
+            raise bad_response(self.base_url, "no choices" + (f" ({error_detail(body)})" if "error" in data else ""),
+                               retryable=True)
         message = choices[0].get("message") or {}
         content = message.get("content") if isinstance(message, dict) else None
         if content is not None and not isinstance(content, str):
@@ -230,10 +279,11 @@ class LLMClient:
                 break
             try:
                 chunk = json.loads(data)
-            except ValueError:
-                raise bad_response(self.base_url, f"stream chunk is not JSON ({one_line(data, 60)!r})") from None
+            except ValueError:  # most often the last chunk, cut mid-line
+                raise bad_response(self.base_url, f"stream chunk is not JSON ({one_line(data, 60)!r})",
+                                   retryable=True) from None
             if not isinstance(chunk, dict):
-                raise bad_response(self.base_url, "stream chunk is not an object")
+                raise bad_response(self.base_url, "stream chunk is not an object", retryable=True)
             if chunk.get("error"):
                 raise LLMError("server", f"{self.base_url} failed mid-stream ({error_detail(data)})",
                                retryable=True)
@@ -252,10 +302,12 @@ class LLMClient:
                 if isinstance(content, str):
                     parts.append(content)
                 finish = choice.get("finish_reason") or finish
+        if chunks == 0 and not done:
+            raise truncated_stream(self.base_url, "no chunks, no [DONE]")
         if chunks == 0:
-            raise bad_response(self.base_url, "empty stream")
+            raise bad_response(self.base_url, "empty stream", retryable=True)
         if not done and finish is None:
-            raise bad_response(self.base_url, "stream ended before [DONE]")
+            raise truncated_stream(self.base_url, f"ended before [DONE] and any finish_reason, after {chunks} chunks")
         return _Reply("".join(parts), finish, usage, ttft)
 
     # -- requests --------------------------------------------------------------------------------
@@ -272,13 +324,13 @@ class LLMClient:
                            f"{total:g}s; raise total_timeout_s or lower max_tokens", retryable=True) from None
 
     async def _attempt_once(self, payload: dict, headers: dict[str, str]) -> _Reply:
-        url = f"{self.base_url}/chat/completions"
+        url = self._url("/chat/completions")
         t0 = time.perf_counter()
         if not payload["stream"]:
             resp = await self._http.post(url, json=payload, headers=headers)
             if not resp.is_success:
                 raise self._status_error(resp)
-            return self._parse_completion(resp.text)
+            return self._parse_completion(resp.text, resp.headers.get("content-type"))
         wait = self._cfg.first_token_timeout_s
         try:
             async with asyncio.timeout(wait) as first:
@@ -286,9 +338,10 @@ class LLMClient:
                     if not resp.is_success:
                         await resp.aread()
                         raise self._status_error(resp)
-                    if resp.headers.get("content-type", "").startswith("application/json"):
-                        await resp.aread()  # server ignored stream=true
-                        return self._parse_completion(resp.text)
+                    kind = resp.headers.get("content-type", "")
+                    if kind.startswith("application/json") or looks_like_html("", kind):
+                        await resp.aread()  # server ignored stream=true, or a proxy's page
+                        return self._parse_completion(resp.text, kind)
                     return await self._read_sse(resp, t0, first)
         except TimeoutError:
             if not first.expired():
@@ -306,10 +359,11 @@ class LLMClient:
             try:
                 return await self._attempt(payload, headers), None, retries
             except LLMError as exc:
-                err = exc
+                err = exc.with_traceback(None)  # its frames hold the headers, its context the body
+                err.__context__ = err.__cause__ = None
             except httpx.RequestError as exc:
                 err = transport_error(exc, self.base_url)
-            err.redact(self._api_key())
+            err.redact(*self._secrets())
             if not err.retryable:
                 return None, err, retries
             if retries >= self._cfg.max_retries:
@@ -382,14 +436,13 @@ class LLMClient:
         err = await self._check()
         if err is not None:
             err.fatal = True
-            raise err.redact(self._api_key())
+            raise err.redact(*self._secrets())
 
     async def _probe_slots(self) -> None:
         """llama.cpp's GET /props reports total_slots: cap our concurrency to it. Other servers
         have no such route (or another body), which leaves max_concurrency as configured."""
-        root = self.base_url[: -len("/v1")] if self.base_url.endswith("/v1") else self.base_url
         try:
-            resp = await self._http.get(f"{root}/props", headers=self._headers())
+            resp = await self._http.get(self._url("/props", root=True), headers=self._headers())
             data = json.loads(resp.text) if resp.is_success else None
         except (httpx.HTTPError, ValueError):
             return None  # optional probe: the chat requests will show any real problem
@@ -400,7 +453,7 @@ class LLMClient:
 
     async def _check(self) -> LLMError | None:
         try:
-            resp = await self._http.get(f"{self.base_url}/models", headers=self._headers())
+            resp = await self._http.get(self._url("/models"), headers=self._headers())
         except httpx.RequestError as exc:
             return transport_error(exc, self.base_url)
         if resp.status_code in (404, 405):

@@ -9,6 +9,8 @@ from email.utils import parsedate_to_datetime
 
 import httpx
 
+from engine.llm.redact import redact_text
+
 KINDS = (
     "connect",
     "timeout",
@@ -19,6 +21,7 @@ KINDS = (
     "auth",
     "model_not_found",
     "bad_response",
+    "truncated_stream",
 )
 
 # Phrases servers use when the prompt does not fit (OpenAI, vLLM, llama.cpp, SGLang, TGI wordings).
@@ -75,11 +78,14 @@ class LLMError(Exception):
     def __repr__(self) -> str:
         return f"LLMError(kind={self.kind!r}, fatal={self.fatal}, status={self.status}, message={self.message!r})"
 
-    def redact(self, secret: str | None) -> LLMError:
-        """Scrub a secret (the API key) that a server may have echoed into the message."""
-        if secret and secret in self.message:
-            self.message = self.message.replace(secret, "***")
-            self.args = (self.message,)
+    def redact(self, *secrets: str | None) -> LLMError:
+        """Scrub the credentials from the message: any URL's userinfo and key-like query values
+        (httpx and servers echo the request URL), and each secret (the API key, the URL's password)
+        wherever a server may have echoed it."""
+        clean = redact_text(self.message, secrets)
+        if clean != self.message:
+            self.message = clean
+            self.args = (clean,)
         return self
 
     def gave_up(self, retries: int) -> LLMError:
@@ -128,9 +134,25 @@ def parse_retry_after(value: str | None) -> float | None:
     return max(0.0, when.timestamp() - time.time())
 
 
-def bad_response(url: str, what: str, *, fatal: bool = False) -> LLMError:
+def bad_response(url: str, what: str, *, retryable: bool = False) -> LLMError:
+    """A success status with a body we cannot use. retryable: garbage that a retry may not get
+    again (cut or empty JSON, a proxy's HTML page, no choices); the rest is the server's format."""
     return LLMError("bad_response", f"unexpected response from {url}: {what}; "
-                    "check that the URL points to an OpenAI-compatible /v1 API", fatal=fatal)
+                    "check that the URL points to an OpenAI-compatible /v1 API", retryable=retryable)
+
+
+def truncated_stream(url: str, what: str) -> LLMError:
+    """A stream that ended before the server said it was done: the connection was cut (a proxy's
+    idle timeout, a restarting server). Retried, since the next attempt usually completes."""
+    return LLMError("truncated_stream", f"the stream from {url} was cut short ({what}); "
+                    "the server or a proxy between us closed it", retryable=True)
+
+
+def looks_like_html(body: str, content_type: str | None = None) -> bool:
+    """A proxy's or gateway's page (login, error, captive portal) instead of an API answer."""
+    if content_type and content_type.split(";")[0].strip().lower() in ("text/html", "application/xhtml+xml"):
+        return True
+    return body.lstrip().startswith("<")
 
 
 def status_error(status: int, body: str, retry_after: str | None, *, url: str, model: str,
@@ -179,7 +201,8 @@ def transport_error(exc: httpx.RequestError, url: str) -> LLMError:
     """Map an httpx failure; connection failures and timeouts are retried, bad URLs are not."""
     reason = one_line(str(exc)) or type(exc).__name__
     if isinstance(exc, httpx.DecodingError):
-        return bad_response(url, f"undecodable body ({reason})")
+        # A compressed body cut short: as transient as a cut JSON body.
+        return bad_response(url, f"undecodable body ({reason})", retryable=True)
     if isinstance(exc, (httpx.ReadTimeout, httpx.WriteTimeout, httpx.PoolTimeout)):
         return LLMError("timeout", f"no response from {url} in time ({type(exc).__name__}); raise "
                         "read_timeout_s or lower max_concurrency", retryable=True)

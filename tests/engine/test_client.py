@@ -110,10 +110,32 @@ async def test_streaming_accumulates_deltas_and_takes_usage_from_final_chunk():
     assert rec.status == "ok" and rec.ttft_s is not None and 0 <= rec.ttft_s <= rec.latency_s
 
 
-async def test_stream_that_stops_early_is_a_bad_response():
-    h = Harness(lambda r: sse(chunk("partial")), stream=True)
+@pytest.mark.parametrize("cut", [
+    sse(chunk("partial")),  # the connection closed between chunks: no finish_reason, no [DONE]
+    sse(chunk("partial"), 'data: {"choices": [{"index": 0, "del'),  # ... or in the middle of one
+    sse(": keep-alive\n\n"),  # ... or before the first chunk
+], ids=["between-chunks", "mid-chunk", "before-any-chunk"])
+async def test_truncated_stream_is_retried(cut):
+    replies = iter([cut, sse(chunk("whole"), chunk(None, "stop"), "data: [DONE]\n\n")])
+    h = Harness(lambda r: next(replies), stream=True)
+    res = await h.chat()
+    assert (res.text, res.retries, len(h.requests), len(h.sleeps)) == ("whole", 1, 2, 1)
+    (rec,) = h.records
+    assert (rec.status, rec.retries) == ("ok", 1) and h.client.retries == 1
+
+
+async def test_stream_cut_every_time_gives_up_without_failing_the_run():
+    h = Harness(lambda r: sse(chunk("partial")), stream=True, max_retries=2)
     err = await h.failing_chat()
-    assert err.kind == "bad_response" and "before [DONE]" in str(err) and len(h.requests) == 1
+    assert (err.kind, err.fatal, err.retries) == ("truncated_stream", False, 2)
+    assert "cut short" in str(err) and "before [DONE]" in str(err) and "gave up after 2 retries" in str(err)
+    assert len(h.requests) == 3 and len(h.sleeps) == 2
+    assert (h.records[0].status, h.records[0].error) == ("error", str(err))
+
+
+async def test_stream_with_finish_reason_but_no_done_is_complete():
+    h = Harness(lambda r: sse(chunk("all"), chunk(None, "stop")), stream=True)
+    assert (await h.chat()).text == "all" and len(h.requests) == 1
 
 
 async def test_429_is_retried_honouring_capped_retry_after():
@@ -183,16 +205,48 @@ async def test_client_errors_are_not_retried(status, body, kind, fatal, needle):
     assert len(h.requests) == 1 and h.sleeps == [] and len(h.records) == 1
 
 
-@pytest.mark.parametrize(("response", "needle"), [
-    (httpx.Response(200, text="<html>hello</html>"), "body is not JSON"),
-    (httpx.Response(200, text=""), "empty body"),
-    (httpx.Response(200, json={"object": "chat.completion"}), "no choices"),
-])
-async def test_malformed_success_bodies_are_bad_responses(response, needle):
-    h = Harness(lambda r: response)
+BAD_200 = [
+    (lambda: httpx.Response(200, text='{"choices": [{"index": 0, "message": {"content": "cut'), "cut short"),
+    (lambda: httpx.Response(200, text="<html>hello</html>"), "HTML page"),
+    (lambda: httpx.Response(200, headers={"content-type": "text/html"}, text="Bad gateway, try later"), "HTML page"),
+    (lambda: httpx.Response(200, text=""), "empty body"),
+    (lambda: httpx.Response(200, json={"object": "chat.completion"}), "no choices"),
+    (lambda: httpx.Response(200, json={"object": "chat.completion", "choices": []}), "no choices"),
+    (lambda: httpx.Response(200, json={"error": {"message": "upstream overloaded"}}), "upstream overloaded"),
+]
+BAD_200_IDS = ["truncated-json", "html", "html-content-type", "empty", "no-choices", "empty-choices", "error-200"]
+
+
+@pytest.mark.parametrize(("response", "needle"), BAD_200, ids=BAD_200_IDS)
+async def test_transient_bad_success_bodies_are_retried(response, needle):
+    replies = iter([response(), completion("fine")])
+    h = Harness(lambda r: next(replies))
+    res = await h.chat()
+    assert (res.text, res.retries, len(h.requests), len(h.sleeps)) == ("fine", 1, 2, 1)
+    assert [r.status for r in h.records] == ["ok"] and h.client.retries == 1
+
+
+@pytest.mark.parametrize(("response", "needle"), BAD_200, ids=BAD_200_IDS)
+async def test_bad_success_bodies_give_up_as_a_failed_call_not_a_failed_run(response, needle):
+    h = Harness(lambda r: response(), max_retries=2)
     err = await h.failing_chat()
-    assert (err.kind, err.fatal) == ("bad_response", False)
-    assert needle in str(err) and len(h.requests) == 1 and h.records[0].status == "error"
+    assert (err.kind, err.fatal, err.retries) == ("bad_response", False, 2)
+    assert needle in str(err) and "gave up after 2 retries" in str(err) and "\n" not in str(err)
+    assert len(h.requests) == 3 and len(h.sleeps) == 2 and h.records[0].status == "error"
+
+
+async def test_streaming_request_answered_by_an_html_page_is_retried():
+    page = httpx.Response(200, headers={"content-type": "text/html; charset=utf-8"}, text="<h1>502</h1>")
+    replies = iter([page, sse(chunk("ok"), chunk(None, "stop"), "data: [DONE]\n\n")])
+    h = Harness(lambda r: next(replies), stream=True)
+    assert (await h.chat()).text == "ok" and len(h.requests) == 2
+
+
+async def test_a_well_formed_reply_of_the_wrong_shape_is_not_retried():
+    body = {"choices": [{"index": 0, "message": {"content": ["not", "text"]}, "finish_reason": "stop"}]}
+    h = Harness(lambda r: httpx.Response(200, json=body))
+    err = await h.failing_chat()
+    assert (err.kind, err.fatal, len(h.requests)) == ("bad_response", False, 1)
 
 
 async def test_finish_reason_length_is_returned_not_raised():

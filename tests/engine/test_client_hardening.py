@@ -150,3 +150,77 @@ def test_bad_model_paths_are_one_line_input_errors(tmp_path):
     junk.write_bytes(b"not a model at all")
     with pytest.raises(LocalServerError, match="is not a GGUF file"):
         resolve_model(str(junk))
+
+
+# -- credentials in the URL: sent, never shown ----------------------------------------------------
+
+SECRET = "s3cr3t-KEY-9876"
+
+
+def _shown(client: LLMClient, records: list, err: LLMError) -> list[str]:
+    """Everything the client lets out: its URL and repr, the call records, the error in every form."""
+    return [client.base_url, repr(client), repr(records), str(err), repr(err), repr(err.args), repr(vars(err))]
+
+
+async def test_userinfo_in_the_url_is_sent_as_basic_auth():
+    seen = []
+    c = make(lambda r: seen.append(r) or ok(), url=f"http://alice:{SECRET}@127.0.0.1:9/v1/")
+    await c.chat([{"role": "user", "content": "hi"}], stage="propose")
+    (req,) = seen
+    assert req.headers["authorization"] == httpx.BasicAuth("alice", SECRET)._auth_header
+    assert SECRET not in str(req.url) and req.url.path == "/v1/chat/completions"  # no URL for httpx to echo
+    await c.aclose()
+
+
+async def test_userinfo_in_the_url_is_never_shown():
+    seen, records = [], []
+
+    def handler(request):
+        seen.append(request)
+        # httpx-style text naming the full URL, as exceptions and proxies do
+        raise httpx.ConnectError(f"failed to reach http://alice:{SECRET}@127.0.0.1:9/v1/chat/completions",
+                                 request=request)
+
+    c = make(handler, records, url=f"http://alice:{SECRET}@127.0.0.1:9/v1/")
+    with pytest.raises(LLMError) as info:
+        await c.chat([{"role": "user", "content": "hi"}], stage="propose")
+    assert c.base_url == "http://127.0.0.1:9/v1" and records[0].url == c.base_url
+    for text in _shown(c, records, info.value):
+        assert SECRET not in text and "alice" not in text
+    with pytest.raises(LLMError) as checked:
+        await c.check()
+    assert SECRET not in str(checked.value) and "***" in str(checked.value)
+    await c.aclose()
+
+
+async def test_key_in_the_query_is_sent_on_every_route_and_never_shown():
+    seen, records = [], []
+
+    def handler(request):
+        seen.append(request)
+        if request.url.path == "/v1/models":
+            return httpx.Response(200, json={"data": [{"id": "m1"}]})
+        body = {"error": {"message": f"upstream {request.url} is down (key {SECRET})"}}
+        return httpx.Response(503, json=body)
+
+    c = make(handler, records, url=f"https://gw.example/v1?api_key={SECRET}&region=eu")
+    await c.check()
+    with pytest.raises(LLMError) as info:
+        await c.chat([{"role": "user", "content": "hi"}], stage="propose")
+    assert [(r.url.path, r.url.params.get("api_key")) for r in seen] == [
+        ("/v1/models", SECRET), ("/props", SECRET), ("/v1/chat/completions", SECRET)]
+    assert c.base_url == "https://gw.example/v1?api_key=***&region=eu"
+    assert info.value.kind == "server" and "api_key=***" in str(info.value)
+    for text in _shown(c, records, info.value):
+        assert SECRET not in text
+    await c.aclose()
+
+
+async def test_an_api_key_wins_over_url_userinfo(monkeypatch):
+    monkeypatch.setenv("EVOTUI_TEST_KEY", "sk-env-key")
+    seen = []
+    c = make(lambda r: seen.append(r) or ok(), url=f"http://alice:{SECRET}@127.0.0.1:9/v1",
+             api_key_env="EVOTUI_TEST_KEY")
+    await c.chat([{"role": "user", "content": "hi"}], stage="propose")
+    assert seen[0].headers["authorization"] == "Bearer sk-env-key"
+    await c.aclose()
