@@ -229,7 +229,8 @@ class LLMClient:
 
     def _status_error(self, resp: httpx.Response) -> LLMError:
         return status_error(resp.status_code, resp.text, resp.headers.get("retry-after"), url=self.base_url,
-                            model=self.model, api_key_env=self._cfg.api_key_env)
+                            model=self.model, api_key_env=self._cfg.api_key_env,
+                            url_credentials=self._basic is not None and not self._api_key())
 
     def _backoff(self, attempt: int, retry_after: float | None) -> float:
         cap = self._cfg.backoff_max_s
@@ -270,18 +271,22 @@ class LLMClient:
         usage: dict | None = None
         ttft: float | None = None
         chunks, done = 0, False
+        unreadable: str | None = None  # a chunk that is not JSON: cut short if nothing follows it
         async for line in resp.aiter_lines():
             if not line.startswith("data:"):
                 continue  # blank separators, ": keep-alive" comments, event:/id: fields
+            if unreadable is not None:
+                raise bad_response(self.base_url, f"stream chunk is not JSON ({one_line(unreadable, 60)!r})",
+                                   retryable=True)
             data = line[5:].strip()
             if data == "[DONE]":
                 done = True
                 break
             try:
                 chunk = json.loads(data)
-            except ValueError:  # most often the last chunk, cut mid-line
-                raise bad_response(self.base_url, f"stream chunk is not JSON ({one_line(data, 60)!r})",
-                                   retryable=True) from None
+            except ValueError:
+                unreadable = data
+                continue
             if not isinstance(chunk, dict):
                 raise bad_response(self.base_url, "stream chunk is not an object", retryable=True)
             if chunk.get("error"):
@@ -302,6 +307,8 @@ class LLMClient:
                 if isinstance(content, str):
                     parts.append(content)
                 finish = choice.get("finish_reason") or finish
+        if unreadable is not None:
+            raise truncated_stream(self.base_url, f"cut inside a chunk ({one_line(unreadable, 60)!r})")
         if chunks == 0 and not done:
             raise truncated_stream(self.base_url, "no chunks, no [DONE]")
         if chunks == 0:

@@ -156,8 +156,9 @@ def looks_like_html(body: str, content_type: str | None = None) -> bool:
 
 
 def status_error(status: int, body: str, retry_after: str | None, *, url: str, model: str,
-                 api_key_env: str | None) -> LLMError:
-    """Map a non-2xx answer to an error: 429/5xx/408 are transient, 401/403/404/other 4xx stop the run."""
+                 api_key_env: str | None, url_credentials: bool = False) -> LLMError:
+    """Map a non-2xx answer to an error: 429/5xx/408 are transient, 401/403/404/other 4xx stop the run.
+    url_credentials: the request authenticated with the URL's user:password (no API key was set)."""
     detail = error_detail(body)
     wait = parse_retry_after(retry_after)
     if status == 429:
@@ -169,7 +170,12 @@ def status_error(status: int, body: str, retry_after: str | None, *, url: str, m
     if status == 408:
         return LLMError("timeout", f"{url} timed out the request (HTTP 408)", status=status, retryable=True)
     if status in (401, 403):
-        fix = f"check the key in ${api_key_env}" if api_key_env else "set api_key_env to the variable holding the key"
+        if url_credentials:
+            fix = "check the user and password in the URL"
+        elif api_key_env:
+            fix = f"check the key in ${api_key_env}"
+        else:
+            fix = "set api_key_env to the variable holding the key"
         return LLMError("auth", f"{url} refused the credentials (HTTP {status}: {detail}); {fix}",
                         status=status, fatal=True)
     if status == 404:

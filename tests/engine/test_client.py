@@ -133,6 +133,17 @@ async def test_stream_cut_every_time_gives_up_without_failing_the_run():
     assert (h.records[0].status, h.records[0].error) == ("error", str(err))
 
 
+async def test_stream_cut_inside_a_chunk_is_truncated_but_garbage_mid_stream_is_a_bad_response():
+    cut = Harness(lambda r: sse(chunk("partial"), 'data: {"choices": [{"ind'), stream=True, max_retries=0)
+    err = await cut.failing_chat()
+    assert err.kind == "truncated_stream" and "cut inside a chunk" in str(err)
+    garbage = Harness(lambda r: sse("data: <oops>\n\n", chunk("x", "stop"), "data: [DONE]\n\n"), stream=True,
+                      max_retries=1)
+    err = await garbage.failing_chat()
+    assert (err.kind, err.fatal, len(garbage.requests)) == ("bad_response", False, 2)
+    assert "stream chunk is not JSON ('<oops>')" in str(err)
+
+
 async def test_stream_with_finish_reason_but_no_done_is_complete():
     h = Harness(lambda r: sse(chunk("all"), chunk(None, "stop")), stream=True)
     assert (await h.chat()).text == "all" and len(h.requests) == 1

@@ -224,3 +224,18 @@ async def test_an_api_key_wins_over_url_userinfo(monkeypatch):
     await c.chat([{"role": "user", "content": "hi"}], stage="propose")
     assert seen[0].headers["authorization"] == "Bearer sk-env-key"
     await c.aclose()
+
+
+async def test_refused_url_credentials_say_where_to_look_and_stay_hidden():
+    def handler(request):
+        echo = f"{request.headers['authorization']} for {request.url} rejected"  # a server echoing it all
+        return httpx.Response(401, json={"error": {"message": echo}})
+
+    c = make(handler, url=f"http://alice:{SECRET}@127.0.0.1:9/v1")
+    with pytest.raises(LLMError) as info:
+        await c.chat([{"role": "user", "content": "hi"}], stage="propose")
+    err = info.value
+    token = httpx.BasicAuth("alice", SECRET)._auth_header.split()[1]
+    assert (err.kind, err.fatal) == ("auth", True) and "check the user and password in the URL" in str(err)
+    assert SECRET not in str(err) and token not in str(err) and "Basic ***" in str(err)
+    await c.aclose()
