@@ -10,6 +10,7 @@ record, logs, error messages) must show the URL through these functions:
 - redact_mapping(obj, secrets): a copy of a dict/list tree (a config dump, an event payload) with
   every string redacted as above.
 - url_secrets(url): the secret strings a URL carries, to pass as `secrets` above.
+- has_credentials(url): whether a URL carries credentials (or their *** in a stored config).
 
 All of them accept anything (non-URLs, `sim://`, `local://`) and never raise.
 """
@@ -83,6 +84,12 @@ def redact_url(url: str) -> str:
     if at:
         authority = (f"{REDACTED}:{REDACTED}" if ":" in userinfo else REDACTED) + "@" + host
     return scheme + authority + path + _redact_query(rest)
+
+
+def has_credentials(url: str | None) -> bool:
+    """The URL carries credentials, or had them redacted (a stored config): a run resumed from it
+    needs them given again, since nothing stores them."""
+    return isinstance(url, str) and (redact_url(url) != url or bool(url_secrets(url)))
 
 
 def url_secrets(url: str | None) -> tuple[str, ...]:

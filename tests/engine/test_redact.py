@@ -6,7 +6,7 @@ import copy
 
 import pytest
 
-from engine.llm.redact import is_secret_param, redact_mapping, redact_text, redact_url, url_secrets
+from engine.llm.redact import has_credentials, is_secret_param, redact_mapping, redact_text, redact_url, url_secrets
 
 KEY = "sk-live-0123456789"
 
@@ -97,3 +97,10 @@ def test_redact_mapping_takes_extra_secrets_and_plain_values():
     assert redact_mapping({"error": f"token {KEY} expired"}, [KEY]) == {"error": "token *** expired"}
     assert redact_mapping(f"see http://u:{KEY}@h") == "see http://***:***@h"
     assert redact_mapping(42) == 42
+
+
+def test_has_credentials_also_sees_redacted_ones_in_a_stored_config():
+    for url in (f"http://u:{KEY}@h/v1", f"https://h/v1?api_key={KEY}", "http://***:***@h/v1", "https://h/v1?key=***"):
+        assert has_credentials(url), url
+    for url in ("http://h/v1?model=x", "sim://", "local://", "", None, "junk"):
+        assert not has_credentials(url), url
