@@ -130,7 +130,10 @@ class LLMClient:
                 raise ValueError("url sim:// needs the simulator's transport")
             base_url = SIM_BASE_URL
         raw = base_url or cfg.url
-        base = httpx.URL(raw)
+        try:
+            base = httpx.URL(raw)
+        except httpx.InvalidURL as exc:  # fatal like a refused connection, and shown redacted
+            raise LLMError("connect", f"invalid URL {redact_url(raw)} ({exc}); fix --llm-url", fatal=True) from None
         # Userinfo becomes our own Basic header, so no request URL (which httpx puts in its
         # exceptions and logs) holds it; key-like query parameters have to stay in the URL.
         self._basic = _basic_auth(base)

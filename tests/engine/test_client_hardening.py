@@ -239,3 +239,10 @@ async def test_refused_url_credentials_say_where_to_look_and_stay_hidden():
     assert (err.kind, err.fatal) == ("auth", True) and "check the user and password in the URL" in str(err)
     assert SECRET not in str(err) and token not in str(err) and "Basic ***" in str(err)
     await c.aclose()
+
+
+def test_an_invalid_url_is_a_fatal_error_that_hides_its_credentials():
+    with pytest.raises(LLMError) as info:
+        make(lambda r: ok(), url=f"http://alice:{SECRET}@host:notaport/v1")
+    assert (info.value.kind, info.value.fatal) == ("connect", True)
+    assert SECRET not in str(info.value) and "Invalid port" in str(info.value)
