@@ -141,6 +141,17 @@ class BudgetConfig(_Model):
     max_tokens: int | None = Field(default=None, gt=0)
     max_metric_calls: int | None = Field(default=None, gt=0)
     max_wall_s: float | None = Field(default=None, gt=0)
+    max_stalled: int | None = Field(default=30, gt=0)
+    """Items in a row that end without a candidate (every rollout skipped because the parent is
+    already perfect, or the proposal failed) stop the run: it is making no progress."""
+
+
+class StoreConfig(_Model):
+    """Bounded loss: producers wait while the database is behind by more than either bound, so a
+    kill -9 loses at most about that much committed-in-memory work."""
+
+    max_unsaved_rows: int = Field(default=300, ge=1)
+    max_unsaved_s: float = Field(default=2.0, gt=0)
 
 
 class PipelineConfig(_Model):
@@ -243,6 +254,7 @@ class RunConfig(_Model):
     local: LocalConfig = Field(default_factory=LocalConfig)
     pipeline: PipelineConfig = Field(default_factory=PipelineConfig)
     budget: BudgetConfig = Field(default_factory=BudgetConfig)
+    store: StoreConfig = Field(default_factory=StoreConfig)
 
     @property
     def reflection(self) -> EndpointConfig:

@@ -22,6 +22,12 @@ from engine.store.store import Store
 from engine.tasks.prompt_task import PromptTask
 
 
+EXIT_NO_PROGRESS = 4
+"""Exit code of a run stopped because it made no progress (see BudgetConfig.max_stalled)."""
+EXIT_IO = 5
+"""Exit code of a run stopped because its database could not be written (disk full, I/O)."""
+
+
 class FatalRunError(Exception):
     """Stops the whole run (bad endpoint, broken metric); the message is shown to the user."""
 

@@ -204,6 +204,15 @@ class LLMError(Event):
     fatal: bool
 
 
+@dataclass(frozen=True, kw_only=True)
+class Notice(Event):
+    """Something the user should know that is not tied to an item (lease, store, shutdown)."""
+
+    kind: ClassVar[str] = "notice"
+    level: str
+    message: str
+
+
 class Subscription:
     """A bounded mailbox; when full the oldest event is dropped and counted."""
 

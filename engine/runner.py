@@ -6,8 +6,10 @@ its control methods, and await run(). Nothing here prints.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
+import sqlite3
 import random
 import secrets
 import time
@@ -19,7 +21,7 @@ import httpx
 from engine import events as ev
 from engine.budget import Budget
 from engine.config import LOCAL_URL, SIM_URL, ConfigError, EndpointConfig, RunConfig, build_config
-from engine.context import CallSink, ChainState, FatalRunError, MergeState, RunContext, Tally
+from engine.context import EXIT_IO, CallSink, ChainState, FatalRunError, MergeState, RunContext, Tally
 from engine.events import EventBus
 from engine.items import WorkItem
 from engine.llm.client import LLMClient
@@ -32,6 +34,7 @@ from engine.pool import Artifact, PoolChange, Pool
 from engine.selection.pareto import MinibatchSampler, restore_rng
 from engine.selection.val_order import ValidationOrder
 from engine.snapshot import EngineSnapshot, take_snapshot
+from engine.store.lease import HEARTBEAT_S, Lease
 from engine.store.store import Store, StoreError
 from engine.stages.program_stages import ProgramStages
 from engine.tasks.loader import load_any_task
@@ -70,9 +73,38 @@ class EngineRun:
         program = getattr(ctx.task, "kind", "prompt") == "program"
         self.orchestrator = Orchestrator(ctx, ProgramStages(ctx) if program else None)
         ctx.call_sink.target = self.orchestrator.recorder.llm_call
+        ctx.store.on_error = self._on_store_error
         if ctx.local_server is not None:  # a dead managed server stops the run (resumable)
             ctx.local_server.watch(self.stop)
         self.pipeline_s = 0.0
+        self.lease: Lease | None = None
+        self.warnings: list[str] = []
+        """Problems found after the event bus closed, for the front end to show."""
+
+    async def _take_lease(self) -> None:
+        try:
+            self.lease = await self.ctx.store.acquire_lease(self.ctx.run_id)
+        except StoreError as exc:
+            await self.close()
+            raise SetupError(str(exc)) from None
+
+    async def _heartbeat(self) -> None:
+        """Keep the lease fresh; a lease taken over (by a process that judged us dead) stops us."""
+        while True:
+            await asyncio.sleep(HEARTBEAT_S)
+            if self.lease is None:
+                return
+            try:
+                ours = await self.ctx.store.renew_lease(self.lease)
+            except sqlite3.Error as exc:
+                # A busy or full disk delays the heartbeat; the writer reports real failures.
+                self.ctx.bus.publish(ev.Notice(level="warning", message=f"lease heartbeat failed: {exc}"))
+                continue
+            if not ours:
+                self.lease = None
+                self.orchestrator._on_fatal(FatalRunError(
+                    f"another process took over run {self.ctx.run_id}; this one stops", exit_code=2))
+                return
 
     # -- construction ---------------------------------------------------------------------
     @classmethod
@@ -85,9 +117,15 @@ class EngineRun:
         if config.pipeline.mode == "chain" and getattr(task, "kind", "prompt") == "program":
             raise SetupError(f"task {task.name}: mode chain is for prompt tasks; program tasks run in "
                              "mode async, sync or pxn")
+        created_file = not Path(db_path).expanduser().exists()
         store = await _open_store(db_path, create=True)
         run_id = new_run_id()
-        ctx, sim_state = await _build_context(run_id, config, task, store)
+        try:
+            ctx, sim_state = await _build_context(run_id, config, task, store)
+        except SetupError:
+            if created_file:  # a run that never started leaves no empty database behind
+                _remove_db_files(Path(db_path).expanduser())
+            raise
         store.insert_run(
             run_id,
             task=task.name,
@@ -101,7 +139,9 @@ class EngineRun:
             created_at=time.time(),
         )
         await store.flush()
-        return cls(ctx, db_path, sim_state, resumed=False, backlog=[])
+        run = cls(ctx, db_path, sim_state, resumed=False, backlog=[])
+        await run._take_lease()
+        return run
 
     @classmethod
     async def resume(cls, db_path: Path, run_id: str | None, budget_overrides: dict) -> "EngineRun":
@@ -117,11 +157,24 @@ class EngineRun:
         except (TaskError, ConfigError) as exc:
             await store.close()
             raise SetupError(f"cannot resume {run_id}: {exc}") from None
-        ctx, sim_state = await _build_context(run_id, config, task, store)
+        try:
+            held = await store.acquire_lease(run_id)
+        except StoreError as exc:  # LeaseHeld included: the message names the live driver
+            await store.close()
+            raise SetupError(str(exc)) from None
+        try:
+            ctx, sim_state = await _build_context(run_id, config, task, store)
+        except SetupError:
+            await _release_quietly(store, held)
+            raise
+        # The rows written before the lease was ours are complete now: reload under the lease.
+        record = await store.load_run(run_id)
         backlog = _restore(ctx, record)
         store.update_run(run_id, status="running", updated_at=time.time())
         await store.flush()
-        return cls(ctx, db_path, sim_state, resumed=True, backlog=backlog)
+        run = cls(ctx, db_path, sim_state, resumed=True, backlog=backlog)
+        run.lease = held
+        return run
 
     # -- observation and control ----------------------------------------------------------
     @property
@@ -170,6 +223,7 @@ class EngineRun:
                           policy=ctx.policy.name, backend=ctx.backend, resumed=self.resumed)
         )
         status, reason, exit_code = "completed", "", 0
+        heartbeat = asyncio.create_task(self._heartbeat(), name="lease-heartbeat")
         try:
             if not ctx.seed_id:
                 await self._evaluate_seed()
@@ -181,15 +235,37 @@ class EngineRun:
                 exit_code = self.orchestrator.fatal.exit_code
         except FatalRunError as exc:
             status, reason, exit_code = "failed", str(exc), exc.exit_code
+        except StoreError as exc:
+            status, reason, exit_code = "interrupted", self._store_failure(exc), EXIT_IO
         finally:
+            heartbeat.cancel()
+            await asyncio.gather(heartbeat, return_exceptions=True)
+            if exit_code == EXIT_IO:  # the database failed, not the run: it resumes once there is room
+                status = "interrupted"
             summary = self.summary(status, reason)
             ctx.store.update_run(ctx.run_id, status=status, summary_json=json.dumps(summary), updated_at=time.time())
             self.orchestrator.recorder.save_run_state()
             ctx.bus.publish(ev.RunFinished(run_id=ctx.run_id, status=status, reason=reason))
-            await self.close()
+            try:
+                await self.close()
+            except StoreError as exc:
+                if exit_code != EXIT_IO:
+                    status, reason, exit_code = "interrupted", self._store_failure(exc), EXIT_IO
+                    summary = {**summary, "status": status, "stop_reason": reason}
+                await _mark_interrupted(self.db_path, ctx.run_id, self.warnings)
         if status == "interrupted" and exit_code == 0:
             exit_code = 130
         return RunResult(status=status, reason=reason, summary=summary, exit_code=exit_code)
+
+    def _store_failure(self, exc: Exception) -> str:
+        return (f"cannot write the database {self.db_path} ({exc}); free disk space (or fix the I/O "
+                f"problem), then `evotui resume {self.ctx.run_id} --db {self.db_path}`")
+
+    def _on_store_error(self, exc: StoreError) -> None:
+        """Writer callback: once the writer has stopped for good nothing more is saved, so the
+        run stops at once (resumable) instead of working on into the void."""
+        if self.ctx.store.failed:
+            self.orchestrator._on_fatal(FatalRunError(self._store_failure(exc), exit_code=EXIT_IO))
 
     async def close(self) -> None:
         ctx = self.ctx
@@ -198,8 +274,15 @@ class EngineRun:
             await client.aclose()
         if ctx.local_server is not None:
             ctx.local_server.stop()
-        await ctx.store.close()
-        ctx.bus.close()
+        try:
+            await ctx.store.close()
+        finally:
+            if self.lease is not None:
+                problem = await _release_quietly(ctx.store, self.lease)
+                if problem:
+                    self.warnings.append(problem)
+                self.lease = None
+            ctx.bus.close()
 
     async def _evaluate_seed(self) -> None:
         await self.orchestrator.handlers.evaluate_seed()
@@ -255,6 +338,41 @@ class EngineRun:
         note = handlers.sandbox.note
         return {"filters": dict(handlers.filters.counts), "patch_retries": handlers.patch_retries,
                 "sandbox": note() if callable(note) else note}
+
+
+async def _release_quietly(store: Store, held: Lease) -> str:
+    """Release the lease; if the database cannot take the write (full disk), the lease stays and
+    the next driver takes it over once it sees this process has gone. Returns the problem or ''."""
+    try:
+        if store.closed:
+            reopened = await Store.open(store.path, create=False)
+            try:
+                await reopened.release_lease(held)
+            finally:
+                await reopened.close()
+        else:
+            await store.release_lease(held)
+    except (StoreError, sqlite3.Error) as exc:
+        return f"could not release the run's lease ({exc}); the next resume takes it over"
+    return ""
+
+
+async def _mark_interrupted(db_path: Path, run_id: str, warnings: list[str]) -> None:
+    """After a writer failure: one direct attempt to mark the run interrupted. If the disk is still
+    full this fails too; `runs`/`show`/`attach` then read 'running' with a dead lease as interrupted."""
+    try:
+        store = await Store.open(db_path, create=False)
+        try:
+            store.update_run(run_id, status="interrupted", updated_at=time.time())
+        finally:
+            await store.close()
+    except StoreError as exc:
+        warnings.append(f"could not mark run {run_id} interrupted ({exc}); it resumes all the same")
+
+
+def _remove_db_files(path: Path) -> None:
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{path}{suffix}").unlink(missing_ok=True)
 
 
 async def _open_store(db_path: Path, create: bool) -> Store:

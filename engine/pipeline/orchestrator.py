@@ -16,7 +16,7 @@ import time
 
 from engine import events as ev
 from engine.budget import Reservation
-from engine.context import FatalRunError, RunContext
+from engine.context import EXIT_NO_PROGRESS, FatalRunError, RunContext
 from engine.items import WorkItem
 from engine.pipeline.control import AdaptiveController
 from engine.pipeline.merge_admission import MergeAdmission
@@ -63,6 +63,7 @@ class Orchestrator:
                 running=self.running,
                 min_workers=lo,
                 max_workers=max(hi, workers),
+                gate=self.persisted,
             )
         for up, down in zip(pipeline, pipeline[1:]):
             self.stages[up].downstream = self.stages[down]
@@ -71,7 +72,8 @@ class Orchestrator:
             reflect = Stage("reflect", self.handlers.reflect, capacity=cfg.queue_capacity,
                             workers=cfg.workers.get("reflect", 4) if cfg.mode == "async" else 1,
                             hooks=self.recorder, running=self.running,
-                            min_workers=cfg.min_workers.get("reflect", 1), max_workers=cfg.max_workers.get("reflect", 64))
+                            min_workers=cfg.min_workers.get("reflect", 1), max_workers=cfg.max_workers.get("reflect", 64),
+                            gate=self.persisted)
             reflect.downstream = self.stages[self.handlers.REFLECT_TO]
             self.stages["reflect"] = reflect
         self.recorder.reroute = self._reroute
@@ -85,6 +87,9 @@ class Orchestrator:
         self.controller: AdaptiveController | None = None
         self._aux_tasks: set[asyncio.Task] = set()
         self._control_tasks: list[asyncio.Task] = []
+        self.stalled = 0
+        """Items in a row that ended without a candidate (see BudgetConfig.max_stalled)."""
+        self.backpressure_waits = 0
 
     # -- control --------------------------------------------------------------------------
     def pause(self) -> None:
@@ -133,6 +138,29 @@ class Orchestrator:
 
     def _item_ended(self, item: WorkItem) -> None:
         self._changed.set()
+        if "merge" in item.payload:
+            return
+        outcome = item.payload.get("outcome")
+        if outcome not in ("skipped", "failed"):
+            self.stalled = 0
+            return
+        self.stalled += 1
+        limit = self.ctx.config.budget.max_stalled
+        if limit is not None and self.stalled >= limit and self.fatal is None:
+            t = self.ctx.tally
+            self._on_fatal(FatalRunError(
+                f"no progress: {self.stalled} items in a row ended without a candidate ({t.skipped} skipped "
+                f"because the parent already scores the maximum on its minibatch, {t.failed} failed "
+                f"proposals; last: {item.payload.get('reason', outcome)}); check the metric and the proposer, "
+                "or raise budget.max_stalled", exit_code=EXIT_NO_PROGRESS))
+
+    async def persisted(self) -> None:
+        """Backpressure: while the database is behind by more than [store] allows, no worker
+        takes an item and nothing is admitted, so a kill -9 loses at most about that much."""
+        store, lim = self.ctx.store, self.ctx.config.store
+        if store.pending_writes > lim.max_unsaved_rows or store.lag_s > lim.max_unsaved_s:
+            self.backpressure_waits += 1
+            await store.catch_up()
 
     def set_workers(self, stage: str, n: int, reason: str = "user") -> int:
         if stage not in self.stages:
@@ -227,6 +255,7 @@ class Orchestrator:
                 break
             if self._draining:
                 break
+            await self.persisted()
             item = self._admit_merge() if merge_room() else None
             if item is None:
                 if not proposal_room():
@@ -280,6 +309,7 @@ class Orchestrator:
                 break
             if self._draining:
                 break
+            await self.persisted()
             merge_item = self._admit_merge()
             batch: list[WorkItem] = [merge_item] if merge_item is not None else []
             full = False

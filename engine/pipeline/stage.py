@@ -79,6 +79,7 @@ class Stage:
         clock: Callable[[], float] = time.monotonic,
         min_workers: int = 1,
         max_workers: int = 256,
+        gate: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         self.name = name
         self.handler = handler
@@ -88,6 +89,8 @@ class Stage:
         self.running = running
         self.clock = clock
         self.downstream: Stage | None = None
+        self.gate = gate
+        """Awaited before a worker takes an item (the store's backpressure)."""
         self.meter = RateMeter(clock=clock)
         self.stats = StageStats()
         self.min_workers = min_workers
@@ -161,6 +164,8 @@ class Stage:
         me = asyncio.current_task()
         while not self._should_retire():
             await self.running.wait()
+            if self.gate is not None:
+                await self.gate()
             if self._should_retire():
                 return
             self._idle.add(me)

@@ -8,15 +8,16 @@ for that run (child tables reference runs with a foreign key).
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 from pathlib import Path
 from typing import Any, Protocol
 
 import aiosqlite
 
-from . import queries
+from . import lease, queries
 from .codec import dumps, params
 from .errors import StoreError
-from .opening import connect
+from .opening import BUSY_TIMEOUT_MS, connect
 from .queries import RunRecord
 from .schema import RUN_COLUMNS, SCHEMA_VERSION
 from .writer import BatchWriter, ErrorCallback, Op
@@ -88,20 +89,17 @@ _UPDATABLE = frozenset(RUN_COLUMNS) - {"run_id"}
 class Store:
     """Use `await Store.open(...)`; close with `await store.close()` (or `async with`)."""
 
-    def __init__(self, path: Path, conn: aiosqlite.Connection, *, readonly: bool,
-                 on_error: ErrorCallback | None, max_batch: int, max_delay_s: float) -> None:
+    def __init__(self, path: Path, conn: aiosqlite.Connection, writer: BatchWriter | None) -> None:
         self.path = path
-        self.readonly = readonly
-        self._conn = conn
+        self.readonly = writer is None
+        self._conn = conn  # reads; writes go through the writer's own connection
         self._lock = asyncio.Lock()
         self._closed = False
-        self._writer = None if readonly else BatchWriter(
-            conn, self._lock, label=str(path), on_error=on_error, max_batch=max_batch,
-            max_delay_s=max_delay_s)
+        self._writer = writer
 
     @classmethod
     async def open(cls, path: Path | str, *, create: bool, on_error: ErrorCallback | None = None,
-                   readonly: bool = False, max_batch: int = 500, max_delay_s: float = 0.05) -> Store:
+                   readonly: bool = False, max_batch: int = 2000, max_delay_s: float = 0.05) -> Store:
         """create=True makes the file if missing; readonly=True never creates or changes anything.
 
         on_error(StoreError) is called from the writer task for every failed write.
@@ -110,8 +108,18 @@ class Store:
             raise ValueError("readonly=True cannot create a database")
         path = Path(path).expanduser()
         conn = await connect(path, create=create, readonly=readonly)
-        return cls(path, conn, readonly=readonly, on_error=on_error, max_batch=max_batch,
-                   max_delay_s=max_delay_s)
+        if readonly:
+            return cls(path, conn, None)
+        try:
+            writer = await BatchWriter.start(path, busy_timeout_ms=BUSY_TIMEOUT_MS, label=str(path),
+                                             on_error=on_error, max_batch=max_batch, max_delay_s=max_delay_s)
+        except sqlite3.Error as exc:
+            await conn.close()
+            raise StoreError(f"cannot open {path} for writing ({exc}); check its permissions or pass another --db") from exc
+        except BaseException:
+            await conn.close()
+            raise
+        return cls(path, conn, writer)
 
     async def __aenter__(self) -> Store:
         return self
@@ -127,6 +135,31 @@ class Store:
     def pending_writes(self) -> int:
         """Ops enqueued and not yet written (0 for a read-only store)."""
         return 0 if self._writer is None else self._writer.pending
+
+    @property
+    def lag_s(self) -> float:
+        """Age in seconds of the oldest write not yet on disk (0 when none waits)."""
+        return 0.0 if self._writer is None else self._writer.lag_s
+
+    @property
+    def on_error(self) -> ErrorCallback | None:
+        """Called from the writer task for every failed write (see BatchWriter)."""
+        return None if self._writer is None else self._writer.on_error
+
+    @on_error.setter
+    def on_error(self, callback: ErrorCallback | None) -> None:
+        if self._writer is not None:
+            self._writer.on_error = callback
+
+    @property
+    def failed(self) -> bool:
+        """The writer stopped for good (disk full, I/O error): nothing more reaches the disk."""
+        return self._writer is not None and self._writer.stopped
+
+    async def catch_up(self) -> None:
+        """Wait until every write enqueued so far is on disk (backpressure); raises nothing."""
+        if self._writer is not None and not self._closed:
+            await self._writer.catch_up()
 
     @property
     def written_ops(self) -> int:
@@ -282,6 +315,28 @@ class Store:
         """All rows of one table for a run, in write order, JSON decoded, without run_id."""
         async with self._lock:
             return await queries.fetch_rows(self._reader(), table, run_id)
+
+    # -- the driver lease (direct, not batched: it must be decided before anything is written) -
+
+    async def acquire_lease(self, run_id: str) -> lease.Lease:
+        """Take run_id's lease or raise lease.LeaseHeld naming the live holder."""
+        if self._writer is None:
+            raise StoreError(f"{self.path} was opened read-only; it cannot drive a run")
+        async with self._lock:
+            return await lease.acquire(self._reader(), run_id, self.path)
+
+    async def renew_lease(self, held: lease.Lease) -> bool:
+        """Heartbeat; False when another process has taken the lease over."""
+        async with self._lock:
+            return await lease.renew(self._reader(), held)
+
+    async def release_lease(self, held: lease.Lease) -> None:
+        async with self._lock:
+            await lease.release(self._reader(), held)
+
+    async def read_lease(self, run_id: str) -> lease.Lease | None:
+        async with self._lock:
+            return await lease.read_lease(self._reader(), run_id)
 
     async def integrity_check(self) -> str:
         """'ok', or SQLite's list of problems joined by newlines."""

@@ -18,11 +18,12 @@ import asyncio
 import contextlib
 import itertools
 import sqlite3
+import time
 from collections import deque
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-
-import aiosqlite
+from pathlib import Path
 
 from .codec import Param
 from .errors import StoreError
@@ -47,18 +48,35 @@ class _BatchLost(Exception):
         self.cause = cause
 
 
+def open_writer_connection(path: Path, busy_timeout_ms: int) -> sqlite3.Connection:
+    """The writer's own connection (call it on the writer thread). Readers use another one and,
+    in WAL mode, only ever see committed batches."""
+    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    try:
+        conn.execute(f"PRAGMA busy_timeout = {busy_timeout_ms}")
+        conn.execute("PRAGMA synchronous = NORMAL")
+        conn.execute("PRAGMA foreign_keys = ON")
+    except sqlite3.Error:
+        conn.close()
+        raise
+    return conn
+
+
 class BatchWriter:
-    def __init__(self, conn: aiosqlite.Connection, lock: asyncio.Lock, *, label: str,
+    """Use `await BatchWriter.start(path, ...)`; it owns a thread and a connection of its own."""
+
+    def __init__(self, conn: sqlite3.Connection, thread: ThreadPoolExecutor, *, label: str,
                  on_error: ErrorCallback | None, max_batch: int, max_delay_s: float) -> None:
         if max_batch < 1 or max_delay_s < 0:
             raise ValueError("max_batch must be >= 1 and max_delay_s >= 0")
         self._conn = conn
-        self._lock = lock  # held for a whole batch so readers never see half a batch
+        self._thread = thread
         self._label = label
-        self._on_error = on_error
+        self.on_error = on_error
         self._max_batch = max_batch
         self._max_delay_s = max_delay_s
         self._queue: deque[Op] = deque()
+        self._times: deque[float] = deque()  # enqueue time of every op not yet written
         self._enqueued = 0
         self._done = 0
         self._waiters: list[tuple[int, asyncio.Future[None]]] = []
@@ -71,6 +89,18 @@ class BatchWriter:
         self._error_count = 0
         self._task = asyncio.create_task(self._run(), name=f"evotui-store-writer {label}")
 
+    @classmethod
+    async def start(cls, path: Path, *, busy_timeout_ms: int, label: str, on_error: ErrorCallback | None,
+                    max_batch: int, max_delay_s: float) -> "BatchWriter":
+        thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="evotui-store-writer")
+        try:
+            conn = await asyncio.get_running_loop().run_in_executor(
+                thread, open_writer_connection, path, busy_timeout_ms)
+        except BaseException:
+            thread.shutdown(wait=False)
+            raise
+        return cls(conn, thread, label=label, on_error=on_error, max_batch=max_batch, max_delay_s=max_delay_s)
+
     # -- called by Store ---------------------------------------------------------------------
 
     def put(self, op: Op) -> None:
@@ -79,6 +109,7 @@ class BatchWriter:
             self._dropped += 1
             return
         self._queue.append(op)
+        self._times.append(time.monotonic())
         self._enqueued += 1
         self._wake.set()
         if len(self._queue) >= self._max_batch:
@@ -88,6 +119,28 @@ class BatchWriter:
     def pending(self) -> int:
         """Ops enqueued but not yet written."""
         return 0 if self._fatal is not None else self._enqueued - self._done
+
+    @property
+    def stopped(self) -> bool:
+        return self._fatal is not None
+
+    @property
+    def lag_s(self) -> float:
+        """Age of the oldest op not yet written (0 when none waits)."""
+        if self._fatal is not None or not self._times:
+            return 0.0
+        return time.monotonic() - self._times[0]
+
+    async def catch_up(self) -> None:
+        """Wait until everything enqueued so far is written; raises nothing (errors surface at
+        the next flush()/close()). Used for backpressure, so producers never outrun the disk."""
+        target = self._enqueued
+        if self._done < target and self._fatal is None and not self._task.done():
+            fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            self._waiters.append((target, fut))
+            self._urgent.set()
+            self._wake.set()
+            await fut
 
     @property
     def written(self) -> int:
@@ -110,6 +163,10 @@ class BatchWriter:
         self._wake.set()
         # asyncio.wait, unlike awaiting the task, does not re-raise the writer's own cancellation.
         await asyncio.wait({self._task})
+        try:
+            await asyncio.get_running_loop().run_in_executor(self._thread, self._conn.close)
+        finally:
+            self._thread.shutdown(wait=False)
         self.raise_pending()
 
     def raise_pending(self) -> None:
@@ -143,9 +200,10 @@ class BatchWriter:
                 self._urgent.clear()
                 while self._queue:
                     batch = [self._queue.popleft() for _ in range(min(self._max_batch, len(self._queue)))]
-                    async with self._lock:
-                        await self._write(batch)
+                    await self._write(batch)
                     self._done += len(batch)
+                    for _ in batch:
+                        self._times.popleft()
                     batch = []
                     self._resolve_waiters()
         except asyncio.CancelledError:
@@ -156,59 +214,17 @@ class BatchWriter:
             err = StoreError(f"{self._label}: a write transaction failed ({exc})")
             err.__cause__ = exc.cause
             self._fail(err, lost=exc.lost)
-        except (sqlite3.Error, ValueError) as exc:
-            # aiosqlite raises ValueError once its connection is gone.
+        except (sqlite3.Error, _Stopped) as exc:
             err = StoreError(f"{self._label}: the store writer stopped ({exc})")
             err.__cause__ = exc
             self._fail(err, lost=len(batch))
 
     async def _write(self, batch: list[Op]) -> None:
-        conn = self._conn
-        await conn.execute("BEGIN IMMEDIATE")
-        try:
-            for sql, group in itertools.groupby(batch, key=lambda op: op.sql):
-                await self._write_group(sql, list(group))
-            await conn.execute("COMMIT")
-        except sqlite3.Error as exc:
-            await self._rollback(exc)
-            raise _BatchLost(len(batch), exc) from exc
-        except BaseException as exc:  # cancellation: undo the batch, then let it propagate
-            await self._rollback(exc)
-            raise
-
-    async def _rollback(self, original: BaseException) -> None:
-        if not self._conn.in_transaction:
-            return  # SQLite already rolled back (e.g. after SQLITE_FULL)
-        try:
-            await self._conn.execute("ROLLBACK")
-        except sqlite3.Error as exc:
-            # The failure that got us here is what gets reported; this one rides along with it.
-            original.add_note(f"rollback also failed: {exc}")
-
-    async def _write_group(self, sql: str, group: list[Op]) -> None:
-        """Consecutive ops with the same SQL go in one executemany (one thread hop, not N)."""
-        if len(group) == 1:
-            await self._write_one(group[0])
-            return
-        conn = self._conn
-        await conn.execute("SAVEPOINT evotui_group")
-        try:
-            await conn.executemany(sql, [op.params for op in group])
-        except sqlite3.Error:
-            # executemany does not say which row failed: undo the group, replay op by op.
-            await conn.execute("ROLLBACK TO evotui_group")
-            await conn.execute("RELEASE evotui_group")
-            for op in group:
-                await self._write_one(op)
-        else:
-            await conn.execute("RELEASE evotui_group")
-
-    async def _write_one(self, op: Op) -> None:
-        try:
-            await self._conn.execute(op.sql, op.params)
-        except sqlite3.Error as exc:
-            if not self._conn.in_transaction:
-                raise  # the statement took the transaction down with it: the batch is lost
+        """The whole batch in one hop to the writer thread: with a busy event loop every hop
+        waits a loop turn, so a hop per statement let the writer fall minutes behind."""
+        loop = asyncio.get_running_loop()
+        failures = await loop.run_in_executor(self._thread, _write_batch, self._conn, batch)
+        for op, exc in failures:
             err = StoreError(f"{self._label}: {op.name} failed: {exc}")
             err.__cause__ = exc
             self._report(err)
@@ -219,10 +235,10 @@ class BatchWriter:
         self._error_count += 1
         if len(self._errors) < _KEEP_ERRORS:
             self._errors.append(err)
-        if self._on_error is None:
+        if self.on_error is None:
             return
         try:
-            self._on_error(err)
+            self.on_error(err)
         except Exception as cb_exc:  # a broken callback must not kill the writer; still surfaced
             self._error_count += 1
             if len(self._errors) < _KEEP_ERRORS:
@@ -232,10 +248,11 @@ class BatchWriter:
         self._fatal = err
         self._dropped += lost + len(self._queue)
         self._queue.clear()
+        self._times.clear()
         self._resolve_waiters(everyone=True)
-        if self._on_error is not None:
+        if self.on_error is not None:
             try:
-                self._on_error(err)
+                self.on_error(err)
             except Exception as cb_exc:  # keep the original failure; note the callback's
                 err.add_note(f"on_error callback failed: {cb_exc}")
 
@@ -248,3 +265,68 @@ class BatchWriter:
             else:
                 still.append((target, fut))
         self._waiters = still
+
+
+class _Stopped(Exception):
+    """The writer's connection is gone (closed under it)."""
+
+
+def _write_batch(conn: sqlite3.Connection, batch: list[Op]) -> list[tuple[Op, sqlite3.Error]]:
+    """Runs on the writer thread: one transaction for the batch. Returns the ops that failed on
+    their own (SQLite undid just that statement); raises _BatchLost if the transaction failed."""
+    failures: list[tuple[Op, sqlite3.Error]] = []
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+    except sqlite3.ProgrammingError as exc:  # closed connection
+        raise _Stopped(str(exc)) from exc
+    except sqlite3.Error as exc:
+        raise _BatchLost(len(batch), exc) from exc
+    try:
+        for sql, group in itertools.groupby(batch, key=lambda op: op.sql):
+            _write_group(conn, sql, list(group), failures)
+        conn.execute("COMMIT")
+    except sqlite3.Error as exc:
+        _rollback(conn, exc)
+        raise _BatchLost(len(batch), exc) from exc
+    except BaseException as exc:
+        _rollback(conn, exc)
+        raise
+    return failures
+
+
+def _rollback(conn: sqlite3.Connection, original: BaseException) -> None:
+    if not conn.in_transaction:
+        return  # SQLite already rolled back (e.g. after SQLITE_FULL)
+    try:
+        conn.execute("ROLLBACK")
+    except sqlite3.Error as exc:
+        # The failure that got us here is what gets reported; this one rides along with it.
+        original.add_note(f"rollback also failed: {exc}")
+
+
+def _write_group(conn: sqlite3.Connection, sql: str, group: list[Op],
+                 failures: list[tuple[Op, sqlite3.Error]]) -> None:
+    """Consecutive ops with the same SQL go in one executemany."""
+    if len(group) == 1:
+        _write_one(conn, group[0], failures)
+        return
+    conn.execute("SAVEPOINT evotui_group")
+    try:
+        conn.executemany(sql, [op.params for op in group])
+    except sqlite3.Error:
+        # executemany does not say which row failed: undo the group, replay op by op.
+        conn.execute("ROLLBACK TO evotui_group")
+        conn.execute("RELEASE evotui_group")
+        for op in group:
+            _write_one(conn, op, failures)
+    else:
+        conn.execute("RELEASE evotui_group")
+
+
+def _write_one(conn: sqlite3.Connection, op: Op, failures: list[tuple[Op, sqlite3.Error]]) -> None:
+    try:
+        conn.execute(op.sql, op.params)
+    except sqlite3.Error as exc:
+        if not conn.in_transaction:
+            raise  # the statement took the transaction down with it: the batch is lost
+        failures.append((op, exc))

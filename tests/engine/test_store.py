@@ -277,7 +277,7 @@ async def test_lost_connection_stops_the_writer_and_keeps_failing(tmp_path: Path
     store = await Store.open(tmp_path / "l.db", create=True, on_error=seen.append)
     add_run(store)
     await store.flush()
-    await store._conn.close()  # pull the connection out from under the writer
+    store._writer._conn.close()  # pull the connection out from under the writer
     store.insert_pool_event("r1", 0, "add", None, {}, 1.0)
     store.insert_pool_event("r1", 1, "add", None, {}, 1.0)
     with pytest.raises(StoreError, match="store writer stopped"):
