@@ -26,6 +26,7 @@ from engine.events import EventBus
 from engine.items import WorkItem
 from engine.llm.client import LLMClient
 from engine.llm.errors import LLMError
+from engine.llm.redact import REDACTED, has_credentials, redact_mapping, redact_url
 from engine.llm.local import LocalServerError, client_endpoint, start_for_config
 from engine.llm.sim import sim_transport
 from engine.pipeline.orchestrator import Orchestrator
@@ -130,7 +131,8 @@ class EngineRun:
             run_id,
             task=task.name,
             task_path=str(task.path),
-            config_json=config.model_dump_json(),
+            # Credentials inside endpoint URLs never reach the database; a resume asks for the URL again.
+            config_json=redact_mapping(config.model_dump(mode="json")),
             seed=config.seed,
             mode=config.pipeline.mode,
             policy=config.pipeline.policy,
@@ -144,7 +146,10 @@ class EngineRun:
         return run
 
     @classmethod
-    async def resume(cls, db_path: Path, run_id: str | None, budget_overrides: dict) -> "EngineRun":
+    async def resume(cls, db_path: Path, run_id: str | None, budget_overrides: dict,
+                     overrides: dict | None = None) -> "EngineRun":
+        """overrides: further config entries the user typed (e.g. endpoint URLs whose credentials
+        were not stored)."""
         store = await _open_store(db_path, create=False)
         run_id = run_id or await store.latest_run_id()
         record = await store.load_run(run_id) if run_id else None
@@ -153,10 +158,17 @@ class EngineRun:
             raise SetupError(f"no run {run_id!r} in {db_path}; list runs with `evotui runs --db {db_path}`")
         try:
             task = load_any_task(record.task_path)
-            config = build_config([("stored run config", record.config), ("command line", {"budget": budget_overrides})])
+            config = build_config([("stored run config", record.config),
+                                   ("command line", {**(overrides or {}), "budget": budget_overrides})])
         except (TaskError, ConfigError) as exc:
             await store.close()
             raise SetupError(f"cannot resume {run_id}: {exc}") from None
+        hidden = [flag for flag, ep in (("--llm-url", config.task_llm), ("--reflection-url", config.reflection_llm))
+                  if ep is not None and REDACTED in ep.url and has_credentials(ep.url)]
+        if hidden:
+            await store.close()
+            raise SetupError(f"run {run_id} was started with credentials in its endpoint URL, which are never "
+                             f"stored; resume with {' URL and '.join(hidden)} URL, or use --api-key-env")
         try:
             held = await store.acquire_lease(run_id)
         except StoreError as exc:  # LeaseHeld included: the message names the live driver
@@ -427,7 +439,7 @@ async def _build_context(run_id: str, config: RunConfig, task: PromptTask, store
         code = exc.exit_code if isinstance(exc, SetupError) else 3
         raise SetupError(str(exc), exit_code=code) from None
     rng = random.Random(config.seed)
-    backend = f"simulated:{config.sim.profile}" if config.uses_sim else config.task_llm.url
+    backend = f"simulated:{config.sim.profile}" if config.uses_sim else redact_url(config.task_llm.url)
     if local is not None:
         backend = f"local:{local.model.name}"
     ctx = RunContext(

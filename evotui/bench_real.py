@@ -16,6 +16,7 @@ import tempfile
 from pathlib import Path
 
 from engine.llm.local import LocalServer, LocalServerError, resolve_model
+from engine.llm.redact import redact_url
 from engine.runner import SetupError
 from evotui import bench, bench_report
 
@@ -91,7 +92,7 @@ def main(args: argparse.Namespace) -> int:
 
     async def go() -> tuple[dict[str, list[dict]], str]:
         if not args.llm:
-            return await measure(args, modes, args.llm_url, args.model or "local", None, log), args.llm_url
+            return await measure(args, modes, args.llm_url, args.model or "local", None, log), redact_url(args.llm_url)
         server = LocalServer(resolve_model(args.llm_model_path), parallel=args.parallel,
                              aliases={args.model or "local"})
         try:

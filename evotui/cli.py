@@ -35,7 +35,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     res = sub.add_parser("resume", help="continue an interrupted run (default: the latest in --db)")
     res.add_argument("run_id", nargs="?", help="run id (see `evotui runs`)")
-    options.add_budget_flags(res)
+    options.add_resume_flags(res)
     _add_common(res)
 
     att = sub.add_parser("attach", help="open the UI on a run another process drives (read-only unless it serves control)")

@@ -25,6 +25,13 @@ def add_budget_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--max-wall", type=float, metavar="SECONDS")
 
 
+def add_resume_flags(p: argparse.ArgumentParser) -> None:
+    add_budget_flags(p)
+    g = p.add_argument_group("endpoints (credentials inside URLs are never stored: give the URL again)")
+    g.add_argument("--llm-url", metavar="URL", help="the run's task endpoint, e.g. http://user:KEY@host/v1")
+    g.add_argument("--reflection-url", metavar="URL", help="the run's proposer endpoint, if it had its own")
+
+
 def add_run_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config", type=Path, metavar="FILE", help="TOML config (see README); flags override it")
     g = p.add_argument_group("LLM endpoints (default: the embedded simulated backend)")
@@ -148,7 +155,12 @@ async def open_run(args: argparse.Namespace):
     if args.command == "run":
         run = await EngineRun.create(args.task, config_layers(args), args.db)
     else:
-        run = await EngineRun.resume(args.db, args.run_id, budget_layer(args))
+        endpoints: dict = {}
+        if getattr(args, "llm_url", None):
+            _put(endpoints, "task_llm.url", args.llm_url)
+        if getattr(args, "reflection_url", None):
+            _put(endpoints, "reflection_llm.url", args.reflection_url)
+        run = await EngineRun.resume(args.db, args.run_id, budget_layer(args), endpoints)
     for warning in getattr(run.ctx.task, "warnings", ()):
         print(f"evotui: warning: {warning}", file=sys.stderr)
     return run
