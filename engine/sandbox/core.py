@@ -1,16 +1,17 @@
-"""Sandboxed evaluations: one subprocess per evaluation, limits, scrubbed environment, JSON back.
+"""Sandboxed evaluations: one runner process per evaluation, confined, with limits; a report back.
 
-Each evaluation runs `python -I -B evotui_sandbox_runner.py spec.json` in a fresh scratch
-directory, in a new session (its own process group) and, where the OS allows, in new user,
-network and PID namespaces. The runner applies RLIMIT_CPU/AS/FSIZE/NPROC before loading the
-evaluator. stdout and stderr are read with byte caps. A wall-clock timeout kills the whole
-group. The engine only ever reads the JSON result file; it never imports task code.
+Each evaluation runs `python -I -B evotui_sandbox_runner.py SPEC_FD RESULT_FD` in a fresh scratch
+directory, in a new session, with the confinement that engine/sandbox/isolation.py found (see
+there, and the runner's docstring for the result channel). The runner's supervisor enforces the
+wall clock and kills every leftover process; the engine keeps a backstop: after the wall clock
+plus a grace period it asks the supervisor to stop (SIGTERM), then kills the session, the pids
+cgroup and, in uid mode, every process of the evaluation's uid. stdout and stderr are read with
+byte caps. The engine never imports task code and reads no file the evaluation could write.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import math
 import os
 import secrets
@@ -19,15 +20,19 @@ import signal
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
-from engine.sandbox.isolation import Isolation, detect, scrubbed_env
+from engine.sandbox import channel, uids
+from engine.sandbox.cgroups import PidsGroup
+from engine.sandbox.channel import SUPPORT_DIR
+from engine.sandbox.isolation import Isolation, confine_spec, detect, scrubbed_env
+from engine.sandbox.results import TAIL_CHARS, EvalResult, interpret, signal_reason
 
-SUPPORT_DIR = Path(__file__).resolve().parents[1] / "sandbox_support"
-RUNNER = SUPPORT_DIR / "evotui_sandbox_runner.py"
-TAIL_CHARS = 2000
-"""Characters of stderr kept for feedback to the proposer."""
+__all__ = ["EvalResult", "SUPPORT_DIR", "Sandbox", "SandboxLimits"]
+
+GRACE_S = 8.0
+"""Beyond the wall clock: the supervisor's own cleanup (up to 5 s) plus start-up."""
 
 
 @dataclass(frozen=True)
@@ -38,33 +43,13 @@ class SandboxLimits:
     memory_mb: int = 2048
     """Address-space limit of each sandbox process."""
     nproc: int = 64
-    """Processes and threads of one evaluation (enforced inside a user namespace)."""
+    """Processes and threads of one evaluation (pids cgroup; RLIMIT_NPROC in a user namespace or uid mode)."""
     fsize_mb: int = 64
     """Largest file the evaluation may write."""
     stdout_cap: int = 64 * 1024
     stderr_cap: int = 64 * 1024
     threads: int = 1
     """OMP/MKL/OpenBLAS/NumExpr threads."""
-
-
-@dataclass
-class EvalResult:
-    ok: bool
-    score: float | None = None
-    """The fitness: combined_score, or the mean of the numeric metrics (with a warning)."""
-    metrics: dict[str, float] = field(default_factory=dict)
-    feedback: dict[str, str] = field(default_factory=dict)
-    """String values and artifacts for the next proposal."""
-    private: dict = field(default_factory=dict)
-    reason: str = ""
-    """Why the evaluation failed (one line), empty when ok."""
-    stderr_tail: str = ""
-    stdout_head: str = ""
-    warnings: list[str] = field(default_factory=list)
-    stages: list[dict] = field(default_factory=list)
-    duration_s: float = 0.0
-    exit_code: int | None = None
-    timed_out: bool = False
 
 
 async def _drain(stream: asyncio.StreamReader, cap: int, keep: str) -> tuple[bytes, int]:
@@ -85,59 +70,11 @@ async def _drain(stream: asyncio.StreamReader, cap: int, keep: str) -> tuple[byt
                 del kept[: len(kept) - cap]
 
 
-class _PidsGroup:
-    """A pids cgroup of one evaluation: pids.max set, every member killed and removed at the end."""
-
-    def __init__(self, base: str | None, nproc: int) -> None:
-        self.path: str | None = None
-        if base is None:
-            return
-        path = os.path.join(base, f"evotui-{os.getpid()}-{secrets.token_hex(4)}")
-        try:
-            os.mkdir(path)
-            with open(os.path.join(path, "pids.max"), "w") as fh:
-                fh.write(str(nproc))
-        except OSError:
-            self._remove(path)
-            return
-        self.path = path
-
-    @property
-    def procs_file(self) -> str | None:
-        return os.path.join(self.path, "cgroup.procs") if self.path else None
-
-    def kill_all(self) -> None:
-        if not self.path:
-            return
-        try:
-            with open(os.path.join(self.path, "cgroup.procs")) as fh:
-                pids = [int(x) for x in fh.read().split()]
-        except OSError:
-            return
-        for pid in pids:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                continue
-
-    async def close(self) -> None:
-        if not self.path:
-            return
-        for _ in range(50):
-            self.kill_all()
-            if self._remove(self.path):
-                return
-            await asyncio.sleep(0.02)
-
-    @staticmethod
-    def _remove(path: str) -> bool:
-        try:
-            os.rmdir(path)
-            return True
-        except FileNotFoundError:
-            return True
-        except OSError:
-            return False
+async def _pipe_reader(fd: int) -> tuple[asyncio.StreamReader, asyncio.BaseTransport]:
+    reader = asyncio.StreamReader()
+    transport, _ = await asyncio.get_running_loop().connect_read_pipe(
+        lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(fd, "rb", buffering=0))
+    return reader, transport
 
 
 def _kill_group(pid: int) -> None:
@@ -147,25 +84,19 @@ def _kill_group(pid: int) -> None:
         return
 
 
-def _signal_reason(sig: int, limits: SandboxLimits, cpu_s: int) -> str:
-    if sig == signal.SIGXCPU:
-        return f"CPU time limit exceeded ({cpu_s} s)"
-    if sig == signal.SIGXFSZ:
-        return f"file size limit exceeded ({limits.fsize_mb} MB)"
-    if sig == signal.SIGKILL:
-        return f"killed by SIGKILL (CPU limit {cpu_s} s or out of memory)"
-    name = signal.Signals(sig).name if sig in signal.Signals._value2member_map_ else str(sig)
-    return f"crashed with signal {name}"
-
-
 class Sandbox:
-    """Runs evaluations with at most `concurrency` at once (independent of LLM concurrency)."""
+    """Runs evaluations with at most `concurrency` at once (independent of LLM concurrency).
+    Scratch directories go to scratch_root (default: the system temp directory)."""
 
     def __init__(self, limits: SandboxLimits | None = None, concurrency: int = 2,
-                 isolation: Isolation | None = None, python: str | None = None) -> None:
+                 isolation: Isolation | None = None, python: str | None = None,
+                 scratch_root: str | Path | None = None) -> None:
         self.limits = limits or SandboxLimits()
         self.isolation = isolation or detect()
         self.python = python or sys.executable
+        self.scratch_root = str(scratch_root or tempfile.gettempdir())
+        self.tag = f"{os.getpid()}-{secrets.token_hex(3)}"
+        """In the names of this sandbox's scratch directories and cgroups."""
         self._sem = asyncio.Semaphore(max(1, concurrency))
         self.concurrency = max(1, concurrency)
         self.running = 0
@@ -173,7 +104,7 @@ class Sandbox:
 
     @property
     def note(self) -> str:
-        return self.isolation.note
+        return self.isolation.describe()
 
     async def evaluate(self, evaluator: Path, program_text: str, *, mode: str = "openevolve",
                        cascade: bool = False, thresholds: list[float] | None = None,
@@ -189,123 +120,144 @@ class Sandbox:
                 self.running -= 1
                 self.completed += 1
 
+    def _confinement(self, evaluator: Path) -> tuple[Isolation, str]:
+        """uid mode needs the task folder, scratch root and interpreter readable by a stranger;
+        otherwise this evaluation runs as root without capabilities (under Landlock if any)."""
+        iso = self.isolation
+        if not iso.uid_switch:
+            return iso, ""
+        blocked = [p for p, ok in ((str(evaluator), uids.reachable(str(evaluator))),
+                                   (str(evaluator.parent), uids.dir_reachable(str(evaluator.parent))),
+                                   (self.scratch_root, uids.dir_reachable(self.scratch_root)),
+                                   (self.python, uids.reachable(self.python, execute=True))) if not ok]
+        if not blocked:
+            return iso, ""
+        fallback = Isolation(iso.prefix, iso.network, iso.pid_namespace, pids_cgroup=iso.pids_cgroup,
+                             landlock=iso.landlock, drop_caps=True, cgroup_version=iso.cgroup_version)
+        how = "under Landlock (writes only in scratch)" if iso.landlock else "UNCONFINED (no Landlock here)"
+        return fallback, (f"ran as root without capabilities {how}, not as an unprivileged uid: "
+                          f"{blocked[0]} is not readable by other users")
+
     async def _run(self, evaluator: Path, program_text: str, mode: str, cascade: bool, thresholds: list[float],
                    limits: SandboxLimits, program_name: str) -> EvalResult:
-        scratch = Path(tempfile.mkdtemp(prefix="evotui-eval-"))
+        scratch = Path(tempfile.mkdtemp(prefix=f"evotui-eval-{self.tag}-", dir=self.scratch_root))
         t0 = time.monotonic()
-        group = _PidsGroup(self.isolation.pids_cgroup, limits.nproc)
+        iso, warning = self._confinement(evaluator)
+        group = PidsGroup(iso.pids_cgroup, limits.nproc, self.tag)
+        lease = uids.UidLease() if iso.uid_switch else None
         try:
-            return await self._run_in(scratch, evaluator, program_text, mode, cascade, thresholds, limits,
-                                      program_name, t0, group)
+            res = await self._run_in(scratch, evaluator, program_text, mode, cascade, thresholds, limits,
+                                     program_name, t0, group, iso, lease.uid if lease else None)
+            if warning:
+                res.warnings.append(warning)
+            return res
         finally:
             await group.close()
+            if lease:
+                uids.kill_uid(lease.uid)
+                lease.close()
             shutil.rmtree(scratch, ignore_errors=True)
 
     async def _run_in(self, scratch: Path, evaluator: Path, program_text: str, mode: str, cascade: bool,
                       thresholds: list[float], limits: SandboxLimits, program_name: str, t0: float,
-                      group: _PidsGroup) -> EvalResult:
+                      group: PidsGroup, iso: Isolation, uid: int | None) -> EvalResult:
         program = scratch / program_name
         program.write_text(program_text, encoding="utf-8")
-        result_path = scratch / ".evotui_result.json"
         cpu_s = limits.cpu_s or int(math.ceil(limits.wall_s)) + 1
         spec = {
-            "mode": mode, "evaluator": str(evaluator), "program": str(program), "result": str(result_path),
-            "results_dir": str(scratch / "results"), "support_dir": str(SUPPORT_DIR),
-            "cascade": cascade, "thresholds": thresholds, "net_guard": not self.isolation.network,
-            "cgroup_procs": group.procs_file,
+            "mode": mode, "evaluator": str(evaluator), "program": str(program), "scratch": str(scratch),
+            "results_dir": str(scratch / "results"), "support_dir": str(SUPPORT_DIR), "wall_s": limits.wall_s,
+            "cascade": cascade, "thresholds": thresholds, "net_guard": not iso.network,
+            "cgroup_procs": group.procs_file, "confine": confine_spec(iso, uid),
             "limits": {"cpu_s": cpu_s, "memory_bytes": limits.memory_mb * 1024 * 1024,
                        "fsize_bytes": limits.fsize_mb * 1024 * 1024,
-                       "nproc": limits.nproc if self.isolation.prefix else None},
+                       "nproc": limits.nproc if (iso.prefix or uid is not None) else None},
         }
-        spec_path = scratch / ".evotui_spec.json"
-        spec_path.write_text(json.dumps(spec), encoding="utf-8")
+        nonce = channel.new_nonce()
         env = scrubbed_env(dict(os.environ), home=str(scratch), threads=limits.threads)
-        cmd = [*self.isolation.prefix, self.python, "-I", "-B", str(RUNNER), str(spec_path)]
+        spec_fd = channel.spec_pipe(spec, nonce)
+        res_r, res_w = os.pipe()
         try:
             proc = await asyncio.create_subprocess_exec(
-                *cmd, cwd=str(scratch), env=env, stdin=asyncio.subprocess.DEVNULL,
-                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, start_new_session=True)
+                *channel.command(iso.prefix, self.python, spec_fd, res_w), cwd=str(scratch), env=env,
+                stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+                start_new_session=True, pass_fds=(spec_fd, res_w))
         except OSError as exc:
+            os.close(res_r)
             return EvalResult(ok=False, reason=f"cannot start the evaluator process: {exc}", duration_s=time.monotonic() - t0)
+        finally:
+            os.close(spec_fd)
+            os.close(res_w)
+        reader, transport = await _pipe_reader(res_r)
+        report_task = asyncio.ensure_future(_drain(reader, channel.REPORT_CAP, "head"))
         out_task = asyncio.ensure_future(_drain(proc.stdout, limits.stdout_cap, "head"))
         err_task = asyncio.ensure_future(_drain(proc.stderr, limits.stderr_cap, "tail"))
-        timed_out = False
+        backstop = False
         try:
-            await asyncio.wait_for(proc.wait(), limits.wall_s)
+            await asyncio.wait_for(proc.wait(), limits.wall_s + GRACE_S)
         except asyncio.TimeoutError:
-            timed_out = True
+            backstop = True
         finally:
-            # Kill the group on timeout, on cancellation and after a normal exit (stray children).
-            _kill_group(proc.pid)
-            group.kill_all()
-            if proc.returncode is None:
-                await proc.wait()
-        done, pending = await asyncio.wait({out_task, err_task}, timeout=2.0)
+            await self._stop(proc, group, uid)
+        done, pending = await asyncio.wait({out_task, err_task, report_task}, timeout=5.0)
         for task in pending:
             task.cancel()
+        transport.close()
         (out, out_total) = out_task.result() if out_task in done else (b"", 0)
         (err, err_total) = err_task.result() if err_task in done else (b"", 0)
-        res = EvalResult(ok=False, duration_s=time.monotonic() - t0, exit_code=proc.returncode, timed_out=timed_out)
+        raw = report_task.result()[0] if report_task in done else b""
+        res = EvalResult(ok=False, duration_s=time.monotonic() - t0, exit_code=proc.returncode, timed_out=backstop)
         res.stdout_head = out.decode("utf-8", "replace")
         res.stderr_tail = err.decode("utf-8", "replace")[-TAIL_CHARS:]
         if out_total > limits.stdout_cap:
             res.warnings.append(f"stdout truncated: {out_total} bytes, kept the first {limits.stdout_cap}")
         if err_total > limits.stderr_cap:
             res.warnings.append(f"stderr truncated: {err_total} bytes, kept the last {limits.stderr_cap}")
-        if timed_out:
-            res.reason = f"timeout: killed after {limits.wall_s:g} s wall clock"
+        if backstop:
+            res.reason = f"timeout: killed after {limits.wall_s:g} s wall clock (the supervisor did not stop it)"
             return res
-        rc = proc.returncode
-        if rc is not None and rc < 0:
-            res.reason = _signal_reason(-rc, limits, cpu_s)
+        report, why = channel.parse_report(raw, nonce)
+        if report is None:
+            res.reason = f"{why} (runner exit code {proc.returncode})"
             return res
-        if not result_path.is_file():
-            res.reason = f"the evaluation exited with code {rc} without writing a result (os._exit, crash or killed)"
-            return res
-        if rc not in (0, None) and rc > 128 and rc - 128 in signal.Signals._value2member_map_:
-            res.reason = _signal_reason(rc - 128, limits, cpu_s)
-            return res
-        return _interpret(res, result_path)
+        return _apply(res, report, limits, cpu_s)
+
+    async def _stop(self, proc: asyncio.subprocess.Process, group: PidsGroup, uid: int | None) -> None:
+        """Normal exit: sweep strays. Backstop or cancellation: let the supervisor clean up, then kill."""
+        if proc.returncode is None:
+            try:
+                proc.send_signal(signal.SIGTERM)
+                await asyncio.wait_for(asyncio.shield(proc.wait()), 6.0)
+            except (asyncio.TimeoutError, ProcessLookupError):
+                pass  # the supervisor is stuck or gone: the kills below do it
+        _kill_group(proc.pid)
+        group.kill_all()
+        if uid is not None:
+            uids.kill_uid(uid)
+        if proc.returncode is None:
+            await asyncio.shield(proc.wait())
 
 
-def _interpret(res: EvalResult, result_path: Path) -> EvalResult:
-    try:
-        data = json.loads(result_path.read_text(encoding="utf-8", errors="replace")[:4_000_000])
-    except json.JSONDecodeError as exc:
-        res.reason = f"non-JSON result from the evaluation ({exc.msg})"
+def _apply(res: EvalResult, report: dict, limits: SandboxLimits, cpu_s: int) -> EvalResult:
+    if report.get("setup_error"):
+        res.reason = f"sandbox setup failed: {report['setup_error']}"
         return res
-    if not isinstance(data, dict):
-        res.reason = f"the evaluation result is a JSON {type(data).__name__}, not an object"
+    if report.get("cleanup_error"):
+        res.warnings.append(f"sandbox cleanup: {report['cleanup_error']}")
+    res.exit_code = report.get("exit_code")
+    if report.get("timed_out"):
+        res.timed_out = True
+        res.reason = f"timeout: killed after {limits.wall_s:g} s wall clock"
         return res
-    metrics_raw = data.get("metrics") or {}
-    res.feedback = {str(k): str(v) for k, v in (data.get("artifacts") or {}).items()}
-    res.private = data.get("private") or {}
-    res.stages = list(data.get("stages") or [])
-    metrics: dict[str, float] = {}
-    for key, value in metrics_raw.items() if isinstance(metrics_raw, dict) else []:
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            if math.isfinite(value):
-                metrics[str(key)] = float(value)
-            elif key != "combined_score":
-                res.warnings.append(f"metric {key!r} is {value}; dropped")
-    res.metrics = metrics
-    if not data.get("ok"):
-        res.reason = str(data.get("error") or "evaluation failed")
-        if data.get("traceback"):
-            res.stderr_tail = (res.stderr_tail + "\n" + str(data["traceback"]))[-TAIL_CHARS:]
+    if report.get("killed"):
+        res.warnings.append(f"killed {report['killed']} process(es) the evaluation left running")
+    sig = report.get("exit_signal")
+    if sig:
+        res.exit_code = -int(sig)
+        res.reason = signal_reason(int(sig), limits.fsize_mb, cpu_s)
         return res
-    if "combined_score" in metrics_raw:
-        value = metrics_raw["combined_score"]
-        if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value):
-            res.reason = f"combined_score is {value!r}, not a finite number"
-            return res
-        res.score = float(value)
-    else:
-        nums = [v for k, v in metrics.items()]
-        if not nums:
-            res.reason = "the evaluator returned no numeric metrics (return a dict with combined_score)"
-            return res
-        res.score = sum(nums) / len(nums)
-        res.warnings.append(f"no combined_score; the fitness is the mean of {len(nums)} numeric metric(s)")
-    res.ok = True
-    return res
+    rc = res.exit_code
+    if report.get("result") is None:
+        res.reason = f"the evaluation exited with code {rc} without writing a result (os._exit, crash or killed)"
+        return res
+    return interpret(res, report["result"])

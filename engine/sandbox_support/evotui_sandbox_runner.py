@@ -1,181 +1,231 @@
 """Runs one evaluation inside evotui's sandbox; never imported by the engine.
 
-usage: python -I -B evotui_sandbox_runner.py SPEC.json
-The spec names the mode (openevolve | shinka), the files and the limits. The outcome goes to
-spec["result"] as JSON: {"ok": true, "metrics": {...}, "artifacts": {...}, "stages": [...]} or
-{"ok": false, "kind": ..., "error": ...}. stdout/stderr belong to the evaluated code.
+usage: python -I -B evotui_sandbox_runner.py SPEC_FD RESULT_FD
+
+Two processes. The *supervisor* (this process) reads the spec from SPEC_FD, sets up what needs
+privilege (cgroup, mounts), then forks the *worker*, which confines itself (uid, capabilities,
+Landlock, rlimits) and runs the evaluator. The worker hands its result to the supervisor over a
+private pipe; the supervisor enforces the wall clock, kills every process the evaluation left
+(it is a child subreaper, or PID 1 of the evaluation's PID namespace) and writes one JSON line,
+stamped with the engine's per-evaluation nonce, to RESULT_FD.
+
+What this closes and what it does not:
+* No result file exists: the engine reads only RESULT_FD, which the worker closes before any task
+  code runs, and which lives in the supervisor, out of the evaluation's reach (another uid, or a
+  PID-namespace init with capabilities the worker lacks, or outside the worker's Landlock domain;
+  the supervisor is also non-dumpable, so /proc/<pid>/fd/ of it cannot be opened). The nonce
+  reaches the supervisor only after the worker was forked, so no evaluation memory holds it.
+* A candidate that the evaluator runs as a subprocess cannot reach the worker's pipe or memory
+  either: the pipe is close-on-exec and the worker is non-dumpable.
+* NOT closed: a candidate that the evaluator imports into its own process (importlib, exec)
+  shares the evaluator's memory, so it can alter what evaluate() returns. Evaluators that must
+  not trust candidates should run them in a subprocess.
 """
 
-import importlib.util
 import json
-import math
 import os
-import resource
-import runpy
+import select
+import signal
 import sys
-import traceback
+import time
 
-ARTIFACT_CAP = 8192
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # -I leaves the script dir out
 
+import evotui_sandbox_confine as confine  # noqa: E402
+import evotui_sandbox_eval as ev  # noqa: E402  (defines functions only; nothing runs at import)
 
-def set_limits(spec):
-    lim = spec.get("limits", {})
-    pairs = [
-        (resource.RLIMIT_CORE, 0, 0),
-        (resource.RLIMIT_CPU, lim.get("cpu_s"), (lim.get("cpu_s") or 0) + 1),
-        (resource.RLIMIT_AS, lim.get("memory_bytes"), lim.get("memory_bytes")),
-        (resource.RLIMIT_FSIZE, lim.get("fsize_bytes"), lim.get("fsize_bytes")),
-        (resource.RLIMIT_NPROC, lim.get("nproc"), lim.get("nproc")),
-    ]
-    for which, soft, hard in pairs:
-        if soft:
-            resource.setrlimit(which, (int(soft), int(hard)))
+RESULT_CAP = 4 * 1024 * 1024
+_stop = []
 
 
-def block_network():
-    """Fallback when no network namespace is available: refuse socket use from Python code."""
-    banned = {"socket.connect", "socket.bind", "socket.sendto", "socket.sendmsg", "socket.getaddrinfo",
-              "socket.gethostbyname", "socket.gethostbyaddr"}
-
-    def hook(event, args):
-        if event in banned:
-            raise PermissionError(f"network access is disabled in the evotui sandbox ({event})")
-
-    sys.addaudithook(hook)
+def read_exact(fd, n):
+    buf = bytearray()
+    while len(buf) < n:
+        chunk = os.read(fd, n - len(buf))
+        if not chunk:
+            raise EOFError(f"spec pipe closed after {len(buf)} of {n} bytes")
+        buf += chunk
+    return bytes(buf)
 
 
-def clean(value):
-    if isinstance(value, bool):
-        return float(value)
-    if isinstance(value, (int, float)):
-        return float(value)
-    if isinstance(value, bytes):
-        value = value.decode("utf-8", "replace")
-    if isinstance(value, str):
-        return value[:ARTIFACT_CAP]
-    if isinstance(value, (dict, list, tuple)):
-        try:
-            return json.dumps(value, default=str, allow_nan=True)[:ARTIFACT_CAP]
-        except (TypeError, ValueError):
-            return repr(value)[:ARTIFACT_CAP]
-    return repr(value)[:ARTIFACT_CAP]
+def read_spec(fd):
+    """Length line, then exactly that many bytes: the nonce that follows stays in the pipe."""
+    head = bytearray()
+    while not head.endswith(b"\n"):
+        head += read_exact(fd, 1)
+    return json.loads(read_exact(fd, int(head)))
 
 
-def as_result(raw, where):
-    """(metrics, artifacts) of an evaluate() return value: a dict or an EvaluationResult."""
-    if hasattr(raw, "metrics") and hasattr(raw, "artifacts"):
-        metrics, artifacts = dict(raw.metrics or {}), dict(raw.artifacts or {})
-    elif isinstance(raw, dict):
-        metrics, artifacts = dict(raw), {}
-    else:
-        raise TypeError(f"{where} returned {type(raw).__name__}; return a dict of metrics")
-    out_m, out_a = {}, {}
-    for key, value in list(metrics.items()) + [(k, v) for k, v in artifacts.items()]:
-        value = clean(value)
-        (out_m if isinstance(value, float) and key in metrics else out_a)[str(key)] = value
-    return out_m, out_a
+def read_rest(fd):
+    out = bytearray()
+    while True:
+        chunk = os.read(fd, 4096)
+        if not chunk:
+            return bytes(out)
+        out += chunk
 
 
-def stage_score(metrics):
-    if "combined_score" in metrics:
-        return metrics["combined_score"]
-    nums = [v for v in metrics.values() if math.isfinite(v)]
-    return sum(nums) / len(nums) if nums else 0.0
+def write_all(fd, data):
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
 
 
-def run_openevolve(spec):
-    path = spec["evaluator"]
-    mod_spec = importlib.util.spec_from_file_location("evaluator", path)
-    module = importlib.util.module_from_spec(mod_spec)
-    sys.modules["evaluator"] = module
-    mod_spec.loader.exec_module(module)
-    program = spec["program"]
-    stages = []
-    if spec.get("cascade") and callable(getattr(module, "evaluate_stage1", None)):
-        names = [n for n in ("evaluate_stage1", "evaluate_stage2", "evaluate_stage3") if callable(getattr(module, n, None))]
-    else:
-        if not callable(getattr(module, "evaluate", None)):
-            raise AttributeError(f"{os.path.basename(path)} defines no evaluate(program_path) function")
-        names = ["evaluate"]
-    thresholds = list(spec.get("thresholds") or [])
-    metrics, artifacts = {}, {}
-    for k, name in enumerate(names):
-        m, a = as_result(getattr(module, name)(program), name)
-        metrics.update(m)
-        artifacts.update(a)
-        score = stage_score(m)
-        passed = k >= len(thresholds) or score >= thresholds[k]
-        stages.append({"name": name, "score": score, "passed": passed})
-        if not passed:
-            artifacts["cascade"] = f"stopped after {name}: score {score:.4g} below threshold {thresholds[k]:.4g}"
-            break
-    return {"ok": True, "metrics": metrics, "artifacts": artifacts, "stages": stages}
+def frame(obj):
+    payload = json.dumps(obj, allow_nan=True, default=str).encode()
+    return b"%d\n" % len(payload) + payload
 
 
-def run_shinka(spec):
-    results_dir = spec["results_dir"]
-    os.makedirs(results_dir, exist_ok=True)
-    sys.argv = [spec["evaluator"], "--program_path", spec["program"], "--results_dir", results_dir]
-    code = 0
+def first_frame(buf):
+    head, sep, rest = bytes(buf).partition(b"\n")
+    if not sep or not head.isdigit() or len(rest) < int(head):
+        return None
+    return json.loads(rest[: int(head)])
+
+
+# -- worker --------------------------------------------------------------------------------------
+
+def confine_worker(spec):
+    c = spec["confine"]
+    if c.get("uid") is not None:
+        confine.switch_uid(c["uid"])
+    if c.get("drop_caps"):
+        confine.drop_capabilities()
+    confine.prctl(confine.PR_SET_NO_NEW_PRIVS, 1, "no_new_privs")
+    if c.get("landlock"):
+        writable = [spec["scratch"]] + (["/dev/shm"] if os.path.isdir("/dev/shm") else [])
+        confine.landlock(writable, c["landlock"])
+    confine.prctl(confine.PR_SET_DUMPABLE, 0, "make the worker non-dumpable")
+
+
+def probe(spec):
+    """Detection run: confinement must hold (scratch writable, the rest not)."""
     try:
-        runpy.run_path(spec["evaluator"], run_name="__main__")
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-    metrics_path = os.path.join(results_dir, "metrics.json")
-    correct_path = os.path.join(results_dir, "correct.json")
-    if not os.path.isfile(metrics_path):
-        return {"ok": False, "kind": "no_result", "error": f"evaluate.py (exit code {code}) wrote no metrics.json"}
-    with open(metrics_path, encoding="utf-8") as fh:
-        raw = json.load(fh)
-    correct = {"correct": True, "error": None}
-    if os.path.isfile(correct_path):
-        with open(correct_path, encoding="utf-8") as fh:
-            correct = json.load(fh)
-    metrics, artifacts, private = {}, {}, {}
-    for key, value in raw.items():
-        if key == "public" and isinstance(value, dict):
-            for k, v in value.items():
-                v = clean(v)
-                (metrics if isinstance(v, float) else artifacts)[str(k)] = v
-        elif key == "private" and isinstance(value, dict):
-            private = {str(k): clean(v) for k, v in value.items()}
+        return _probe(spec)
+    except OSError as exc:
+        return {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
+
+
+def _probe(spec):
+    with open(os.path.join(spec["scratch"], "probe.txt"), "w") as fh:
+        fh.write("ok")
+    outside = os.path.join(spec["probe_outside"], "escaped.txt")
+    try:
+        with open(outside, "w") as fh:
+            fh.write("escaped")
+        return {"ok": False, "error": f"wrote {outside} outside scratch"}
+    except OSError:
+        pass  # expected: confinement holds
+    with open(os.__file__, "rb") as fh:
+        fh.read(1)  # the interpreter's library is readable (uid mode)
+    if not os.access(sys.executable, os.X_OK):
+        return {"ok": False, "error": f"{sys.executable} is not executable here"}
+    return {"ok": True, "metrics": {}, "artifacts": {}}
+
+
+def worker(spec, wfd):
+    try:
+        confine_worker(spec)
+        os.chdir(spec["scratch"])
+    except (OSError, confine.ConfineError) as exc:
+        out = {"ok": False, "kind": "sandbox", "error": f"sandbox confinement failed: {exc}"}
+    else:
+        ev.set_limits(spec)
+        if spec.get("probe"):
+            out = probe(spec)
         else:
-            v = clean(value)
-            (metrics if isinstance(v, float) else artifacts)[str(key)] = v
-    if not correct.get("correct", False):
-        err = correct.get("error") or "evaluate.py marked the program incorrect"
-        return {"ok": False, "kind": "incorrect", "error": f"incorrect: {str(err)[:2000]}", "metrics": metrics,
-                "artifacts": artifacts}
-    return {"ok": True, "metrics": metrics, "artifacts": artifacts, "private": private, "stages": []}
+            if spec.get("net_guard"):
+                ev.block_network()
+            out = ev.evaluate(spec)
+    try:
+        write_all(wfd, frame(out))
+    except (TypeError, ValueError) as exc:
+        write_all(wfd, frame({"ok": False, "kind": "exception", "error": f"unserializable result: {exc}"}))
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
+
+
+# -- supervisor ------------------------------------------------------------------------------------
+
+def supervise(spec, rfd, pid):
+    """Collect the worker's frame until it exits or the wall clock runs out."""
+    deadline = time.monotonic() + float(spec["wall_s"])
+    buf, status, timed_out, eof = bytearray(), None, False, False
+    while status is None:
+        left = deadline - time.monotonic()
+        if left <= 0 or _stop:
+            timed_out = left <= 0
+            break
+        ready, _, _ = select.select([] if eof else [rfd], [], [], min(left, 0.02))
+        if ready:
+            chunk = os.read(rfd, 65536)
+            eof = not chunk
+            if len(buf) < RESULT_CAP:
+                buf += chunk
+        done, st = os.waitpid(pid, os.WNOHANG)
+        if done:
+            status = st
+    os.set_blocking(rfd, False)
+    try:
+        while len(buf) < RESULT_CAP:
+            chunk = os.read(rfd, 65536)
+            if not chunk:
+                break
+            buf += chunk
+    except BlockingIOError:
+        pass  # a process the evaluation forked still holds the pipe: what is there is enough
+    return buf, status, timed_out
 
 
 def main():
-    with open(sys.argv[1], encoding="utf-8") as fh:
-        spec = json.load(fh)
-    result_path = spec["result"]
-    if spec.get("cgroup_procs"):
-        with open(spec["cgroup_procs"], "w") as fh:
-            fh.write("0")
-    set_limits(spec)
-    if spec.get("net_guard"):
-        block_network()
-    sys.path[:0] = [spec["support_dir"], os.path.dirname(spec["evaluator"])]
+    spec_fd, result_fd = int(sys.argv[1]), int(sys.argv[2])
+    for fd in (spec_fd, result_fd):
+        os.set_inheritable(fd, False)
+    signal.signal(signal.SIGTERM, lambda *_: _stop.append(1))
+    spec = read_spec(spec_fd)
+    out = {"setup_error": None, "timed_out": False, "exit_code": None, "exit_signal": None, "result": None,
+           "killed": 0, "cleanup_error": None}
     try:
-        out = run_shinka(spec) if spec["mode"] == "shinka" else run_openevolve(spec)
-    except MemoryError:
-        out = {"ok": False, "kind": "memory", "error": "out of memory (MemoryError): the address-space limit was hit"}
-    except SystemExit as exc:
-        out = {"ok": False, "kind": "exit", "error": f"the evaluated code called sys.exit({exc.code!r})"}
-    except BaseException as exc:  # the evaluated code's failure is the result, whatever it is
-        tb = traceback.format_exception(type(exc), exc, exc.__traceback__)
-        out = {"ok": False, "kind": "exception", "error": f"{type(exc).__name__}: {exc}"[:2000],
-               "traceback": "".join(tb)[-4000:]}
-    tmp = result_path + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as fh:
-        json.dump(out, fh, allow_nan=True, default=str)
-    os.replace(tmp, result_path)
-    sys.stdout.flush()
-    sys.stderr.flush()
+        if spec.get("cgroup_procs"):
+            with open(spec["cgroup_procs"], "w") as fh:
+                fh.write("0")
+        if spec["confine"].get("mounts"):
+            confine.readonly_except(spec["scratch"])
+        if spec["confine"].get("uid") is not None:
+            os.chown(spec["scratch"], spec["confine"]["uid"], spec["confine"]["uid"])
+            os.chmod(spec["scratch"], 0o700)
+            for name in os.listdir(spec["scratch"]):
+                os.chown(os.path.join(spec["scratch"], name), spec["confine"]["uid"], spec["confine"]["uid"])
+        if os.getpid() != 1:
+            confine.prctl(confine.PR_SET_CHILD_SUBREAPER, 1, "become a child subreaper")
+        confine.prctl(confine.PR_SET_DUMPABLE, 0, "make the supervisor non-dumpable")
+    except (OSError, confine.ConfineError) as exc:
+        out["setup_error"] = f"{type(exc).__name__}: {exc}"
+    if out["setup_error"] is None:
+        rfd, wfd = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            os.close(rfd)
+            os.close(spec_fd)
+            os.close(result_fd)
+            worker(spec, wfd)
+        os.close(wfd)
+        buf, status, out["timed_out"] = supervise(spec, rfd, pid)
+        if status is not None:
+            out["exit_code"] = os.waitstatus_to_exitcode(status)
+            if out["exit_code"] < 0:
+                out["exit_signal"], out["exit_code"] = -out["exit_code"], None
+        try:
+            out["result"] = first_frame(buf)
+        except ValueError as exc:
+            out["result"] = {"ok": False, "kind": "exception", "error": f"garbled result from the worker: {exc}"}
+        try:
+            out["killed"] = confine.kill_all(spec["confine"].get("uid"))
+        except confine.ConfineError as exc:
+            out["cleanup_error"] = str(exc)
+    out["nonce"] = read_rest(spec_fd).decode("ascii", "replace")
+    write_all(result_fd, json.dumps(out, allow_nan=True, default=str).encode())
     os._exit(0)
 
 

@@ -19,14 +19,12 @@ HOSTILE = {
              "        if pid == 0:\n            time.sleep(30)\n            os._exit(0)\n        n += 1\n"
              "    while True:\n        time.sleep(1)\n", None),
     "alloc": ("def evaluate(p):\n    b = bytearray(10 * 1024 ** 3)\n    return {'combined_score': 1.0}\n", "out of memory"),
-    "print": ("import sys\ndef evaluate(p):\n    s = 'x' * (1 << 20)\n    for _ in range(1024):\n        sys.stdout.write(s)\n"
-              "    return {'combined_score': 1.0}\n", None),
     "exit": ("import sys\ndef evaluate(p):\n    sys.exit(3)\n", "sys.exit(3)"),
     "key": ("import os\ndef evaluate(p):\n    return {'combined_score': 1.0, 'key': os.environ.get('OPENAI_API_KEY', 'absent'),"
             " 'tok': os.environ.get('HF_TOKEN', 'absent'), 'proxy': os.environ.get('https_proxy', 'absent'),"
             " 'omp': os.environ.get('OMP_NUM_THREADS')}\n", None),
     "socket": ("import socket\ndef evaluate(p):\n    socket.create_connection(('1.1.1.1', 80), timeout=2)\n"
-               "    return {'combined_score': 1.0}\n", "OSError"),
+               "    return {'combined_score': 1.0}\n", "Error"),
     "nan": ("def evaluate(p):\n    return {'combined_score': float('nan')}\n", "not a finite number"),
     "raise": ("def evaluate(p):\n    raise ValueError('bad program')\n", "ValueError: bad program"),
     "nonjson": ("import os, json\ndef evaluate(p):\n    return {'combined_score': object()}\n", None),
@@ -36,13 +34,22 @@ HOSTILE = {
 
 
 @pytest.fixture(scope="module")
-def results(tmp_path_factory) -> dict:
+def scratch_root(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("scratch")
+
+
+@pytest.fixture(scope="module")
+def sandbox(scratch_root) -> Sandbox:
+    return Sandbox(SandboxLimits(wall_s=2.5, memory_mb=1024, nproc=48), concurrency=4, scratch_root=scratch_root)
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory, sandbox) -> dict:
     folder = tmp_path_factory.mktemp("hostile")
     old = {k: os.environ.get(k) for k in ("OPENAI_API_KEY", "HF_TOKEN", "https_proxy")}
     os.environ.update(OPENAI_API_KEY="sk-test-secret", HF_TOKEN="hf-secret", https_proxy="http://proxy:1")
     rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     try:
-        sandbox = Sandbox(SandboxLimits(wall_s=2.5, memory_mb=1024, nproc=48), concurrency=4)
 
         async def one(name: str, code: str):
             path = folder / f"{name}_evaluator.py"
@@ -72,7 +79,8 @@ def test_failures_are_reported_with_reason(results, name):
 
 
 def test_timeout_kills_within_bound(results):
-    assert results["loop"].timed_out and results["loop"].duration_s < 5
+    # The supervisor stops it at the wall clock (2.5 s); the bound leaves room for a loaded machine.
+    assert results["loop"].timed_out and results["loop"].duration_s < 2.5 + 5
 
 
 def test_fork_bomb_contained(results):
@@ -94,10 +102,17 @@ def _cmd(pid: str) -> str:
         return ""
 
 
-def test_huge_print_is_capped(results):
-    res = results["print"]
-    assert res.ok and len(res.stdout_head) <= 64 * 1024
-    assert any("stdout truncated: 1073741824 bytes" in w for w in res.warnings)
+def test_huge_print_is_capped(tmp_path):
+    # Its own sandbox and a wall clock far above the time 8 MiB through a pipe takes even on a
+    # loaded machine: in the shared batch, 1 GiB under a 2.5 s limit timed out under load.
+    ev = tmp_path / "evaluator.py"
+    ev.write_text("import sys\ndef evaluate(p):\n    s = 'x' * (1 << 20)\n    for _ in range(8):\n"
+                  "        sys.stdout.write(s)\n    return {'combined_score': 1.0}\n")
+    sandbox = Sandbox(SandboxLimits(wall_s=120), scratch_root=tmp_path)
+    res = asyncio.run(sandbox.evaluate(ev, "x = 1\n"))
+    assert res.ok, res.reason
+    assert len(res.stdout_head) == 64 * 1024
+    assert any("stdout truncated: 8388608 bytes" in w for w in res.warnings)
 
 
 def test_secrets_are_scrubbed(results):
@@ -106,7 +121,9 @@ def test_secrets_are_scrubbed(results):
 
 
 def test_socket_blocked(results):
-    assert "unreachable" in results["socket"].reason.lower() or "disabled" in results["socket"].reason
+    # Empty network namespace: unreachable; Landlock: permission denied; audit hook: disabled.
+    reason = results["socket"].reason.lower()
+    assert "unreachable" in reason or "permission denied" in reason or "disabled" in reason
 
 
 def test_non_numeric_values_become_feedback_and_no_metrics_fails(results):
@@ -122,17 +139,18 @@ def test_engine_memory_flat(results):
     assert results["_rss_growth_kb"] < 50 * 1024
 
 
-def test_no_leftover_scratch_or_cgroups(results):
-    import tempfile
-    assert not [p for p in Path(tempfile.gettempdir()).glob("evotui-eval-*")]
-    if detect().pids_cgroup:
-        assert not [p for p in Path(detect().pids_cgroup).glob(f"evotui-{os.getpid()}-*")]
+def test_no_leftover_scratch_or_cgroups(results, sandbox, scratch_root):
+    # Only this sandbox's own scratch root and cgroups (named by its tag): other runs on the
+    # machine cannot affect this test.
+    assert not list(scratch_root.iterdir())
+    if sandbox.isolation.pids_cgroup:
+        assert not list(Path(sandbox.isolation.pids_cgroup).glob(f"evotui-{sandbox.tag}-*"))
 
 
 def test_fallback_without_namespaces_guards_sockets(tmp_path):
     ev = tmp_path / "evaluator.py"
     ev.write_text(HOSTILE["socket"][0])
-    sandbox = Sandbox(SandboxLimits(wall_s=5), isolation=Isolation((), False, False, "none"))
+    sandbox = Sandbox(SandboxLimits(wall_s=5), isolation=Isolation((), False, False, "none"), scratch_root=tmp_path)
     res = asyncio.run(sandbox.evaluate(ev, "x = 1\n"))
     assert not res.ok and "network access is disabled" in res.reason
 
@@ -148,7 +166,7 @@ def test_scrubbed_env_rules():
 def test_concurrency_is_bounded(tmp_path):
     ev = tmp_path / "evaluator.py"
     ev.write_text("import time\ndef evaluate(p):\n    time.sleep(0.3)\n    return {'combined_score': 1.0}\n")
-    sandbox = Sandbox(SandboxLimits(wall_s=10), concurrency=2)
+    sandbox = Sandbox(SandboxLimits(wall_s=10), concurrency=2, scratch_root=tmp_path)
     peak = 0
 
     async def main():
