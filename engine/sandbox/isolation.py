@@ -81,7 +81,7 @@ class Isolation:
 def describe(iso: Isolation) -> str:
     """One line: files, processes and secrets, process cleanup, process cap, network, results."""
     if iso.mounts:
-        files = "files read-only except scratch (mount namespace)"
+        files = "read-only except scratch (mount namespace)"
     elif iso.uid_switch:
         files = "an unprivileged uid per evaluation" + (
             " plus Landlock: writes only in scratch" if iso.landlock else
@@ -89,16 +89,16 @@ def describe(iso: Isolation) -> str:
     elif iso.landlock:
         files = "Landlock: writes only in scratch" + ("; root's capabilities dropped" if iso.drop_caps else "")
     else:
-        files = "files NOT confined: evaluated code can write whatever this user can"
+        files = "NOT confined: evaluated code can write whatever this user can"
     if iso.pid_namespace:
-        procs = "host /proc hidden (own PID namespace), so the engine's environment is unreadable"
+        procs = "host processes hidden (own PID namespace), so the engine's environment is unreadable"
     elif iso.uid_switch or iso.landlock:
-        procs = "/proc of other processes visible but their environ unreadable (" + (
+        procs = "other processes visible but their environ unreadable (" + (
             "other uid)" if iso.uid_switch else "Landlock)")
     else:
-        procs = "the engine's environment is readable through /proc/<pid>/environ (no namespaces, uid switch or Landlock)"
+        procs = "the engine's environment is READABLE through /proc/<pid>/environ (no namespaces, uid switch or Landlock)"
     if iso.pid_namespace:
-        cleanup = "every process dies with the evaluation"
+        cleanup = "all die with the evaluation (PID namespace)"
     elif iso.uid_switch or iso.landlock >= 6:
         cleanup = "a supervisor the evaluation cannot signal kills every leftover process"
     else:
@@ -110,12 +110,14 @@ def describe(iso: Isolation) -> str:
     else:
         cap = "no cap on processes (the wall clock bounds fork bombs)"
     if iso.network:
-        net = "no network (network namespace)"
+        net = "none (network namespace)"
     elif iso.landlock >= 4:
         net = "no TCP (Landlock), Python sockets refused by an audit hook"
     else:
         net = "network reachable by native code (Python sockets refused by an audit hook)"
-    return "; ".join([files, procs, cleanup, cap, net, "results over a supervisor-held pipe with a nonce"])
+    parts = {"files": files, "/proc": procs, "leftover processes": cleanup, "process cap": cap, "network": net,
+             "results": "over a supervisor-held pipe with a nonce"}
+    return "; ".join(f"{k}: {v}" for k, v in parts.items())
 
 
 def _landlock_abi() -> int:
