@@ -95,6 +95,9 @@ def describe(iso: Isolation) -> str:
     elif iso.uid_switch or iso.landlock:
         procs = "other processes visible but their environ unreadable (" + (
             "other uid)" if iso.uid_switch else "Landlock)")
+    elif iso.drop_caps:
+        procs = ("other processes visible but a root engine's environ unreadable (capabilities dropped: "
+                 "a process cannot read one that holds more)")
     else:
         procs = "the engine's environment is READABLE through /proc/<pid>/environ (no namespaces, uid switch or Landlock)"
     if iso.pid_namespace:

@@ -10,6 +10,8 @@ are found by a per-test marker in their command line, never by global state.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import json
 import os
 import secrets
 import signal
@@ -203,12 +205,25 @@ def test_candidate_subprocess_cannot_reach_the_result_channel(iso, tmp_path):
     assert res.ok and res.score == 1.0, (res.reason, res.score)
 
 
-def test_parent_environment_is_unreadable(iso, tmp_path, monkeypatch):
-    secret = f"sk-evotui-test-{secrets.token_hex(8)}"
-    monkeypatch.setenv("EVOTUI_TEST_API_KEY", secret)
-    if not (iso.pid_namespace or iso.uid_switch or iso.landlock):
+ENGINE = """
+import asyncio, dataclasses, json, sys
+from engine.sandbox import Isolation, Sandbox, SandboxLimits
+fields = json.loads(sys.argv[1])
+fields["prefix"] = tuple(fields["prefix"])
+sandbox = Sandbox(SandboxLimits(wall_s=60), isolation=Isolation(**fields), scratch_root=sys.argv[3])
+res = asyncio.run(sandbox.evaluate(sys.argv[2], "x = 1\\n"))
+print(json.dumps(dataclasses.asdict(res)))
+"""
+
+
+def test_parent_environment_is_unreadable(iso, tmp_path):
+    """The key is in the engine's environment from its start, as with a real run (a variable set
+    later by putenv never shows in /proc/<pid>/environ), so the engine here is a child process."""
+    if not (iso.pid_namespace or iso.uid_switch or iso.landlock or iso.drop_caps):
         pytest.skip(f"nothing protects /proc/<pid>/environ in this mode: {iso.describe()}")
-    res = run(iso, tmp_path, f"""
+    secret = f"sk-evotui-test-{secrets.token_hex(8)}"
+    ev = tmp_path / "evaluator.py"
+    ev.write_text(f"""
 import os
 def evaluate(p):
     hits = []
@@ -221,9 +236,16 @@ def evaluate(p):
     return {{"combined_score": 1.0, "hits": ",".join(hits) or "none",
              "own": os.environ.get("EVOTUI_TEST_API_KEY", "absent")}}
 """)
-    assert res.ok, res.reason
-    assert res.feedback["hits"] == "none" and res.feedback["own"] == "absent"
-    assert secret not in repr(res)
+    (tmp_path / "scratch").mkdir()
+    fields = json.dumps(dataclasses.asdict(iso))
+    proc = subprocess.run([sys.executable, "-c", ENGINE, fields, str(ev), str(tmp_path / "scratch")],
+                          env={**os.environ, "EVOTUI_TEST_API_KEY": secret}, capture_output=True, text=True,
+                          timeout=300, cwd=str(tmp_path))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    res = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert res["ok"], res["reason"]
+    assert res["feedback"]["hits"] == "none" and res["feedback"]["own"] == "absent"
+    assert secret not in proc.stdout
 
 
 def _marked(marker: str) -> list[int]:
