@@ -194,15 +194,19 @@ class Sandbox:
         err_task = asyncio.ensure_future(_drain(proc.stderr, limits.stderr_cap, "tail"))
         backstop = False
         try:
-            await asyncio.wait_for(proc.wait(), limits.wall_s + GRACE_S)
-        except asyncio.TimeoutError:
-            backstop = True
+            try:
+                await asyncio.wait_for(proc.wait(), limits.wall_s + GRACE_S)
+            except asyncio.TimeoutError:
+                backstop = True
+            finally:
+                await self._stop(proc, group, uid)
+            done, _ = await asyncio.wait({out_task, err_task, report_task}, timeout=5.0)
         finally:
-            await self._stop(proc, group, uid)
-        done, pending = await asyncio.wait({out_task, err_task, report_task}, timeout=5.0)
-        for task in pending:
-            task.cancel()
-        transport.close()
+            # Also on cancellation: no reader task or pipe outlives the evaluation.
+            for task in (out_task, err_task, report_task):
+                if not task.done():
+                    task.cancel()
+            transport.close()
         (out, out_total) = out_task.result() if out_task in done else (b"", 0)
         (err, err_total) = err_task.result() if err_task in done else (b"", 0)
         raw = report_task.result()[0] if report_task in done else b""
