@@ -490,6 +490,13 @@ def _restore(ctx: RunContext, record) -> list[WorkItem]:
     ctx.tally.prompt_tokens = max(ctx.tally.prompt_tokens, int(counts.get("prompt_tokens", 0)))
     ctx.tally.completion_tokens = max(ctx.tally.completion_tokens, int(counts.get("completion_tokens", 0)))
     spent = dict(counters.get("budget", {}))
+    # Proposals are charged with a row that says so; the counters, written later, can only lag
+    # (runs from before schema v3 have no such rows: their counters stand).
+    charged = counts.get("proposals") or {}
+    attempts = sum(charged.values())
+    spent["proposals"] = max(float(spent.get("proposals", 0)), attempts)
+    ctx.tally.proposal_attempts = max(ctx.tally.proposal_attempts, attempts)
+    ctx.tally.proposals = max(ctx.tally.proposals, int(charged.get("made", 0)))
     spent["llm_calls"] = max(float(spent.get("llm_calls", 0)), ctx.tally.llm_calls)
     spent["tokens"] = max(float(spent.get("tokens", 0)), ctx.tally.prompt_tokens + ctx.tally.completion_tokens)
     ctx.budget = Budget(ctx.config.budget, spent)

@@ -164,6 +164,21 @@ class Recorder:
         ctx.bus.publish(ev.ItemFailed(item_id=item.item_id, stage=stage.name, reason=detail))
         self.item_finished(stage, item, item.payload.get("started_at", time.time()), "error")
 
+    def charge_proposal(self, item: WorkItem, made: bool) -> None:
+        """A proposal is charged once, when its LLM work is over, together with a row that says
+        so: on resume the budget is counted from these rows, so a proposal lost to a kill is
+        redone and paid once, and one that was saved is never paid again."""
+        ctx = self.ctx
+        ctx.tally.proposal_attempts += 1
+        ctx.budget.charge("proposals", 1, ctx.reservations.get(item.item_id))
+        item.payload["proposal"] = "made" if made else "failed"
+        self.save_item(item, outcome=None)
+
+    @staticmethod
+    def proposal_done(item: WorkItem) -> bool:
+        """A re-enqueued item whose proposal was charged before the interruption."""
+        return "proposal" in item.payload
+
     # -- rows -----------------------------------------------------------------------------
     def save_item(self, item: WorkItem, outcome: str | None) -> None:
         payload = {k: v for k, v in item.to_payload().items() if k not in ("outcome", "started_at", "parked_at")}

@@ -137,10 +137,15 @@ class ProgramStages:
 
     async def propose(self, item: WorkItem) -> WorkItem | None:
         ctx, s = self.ctx, self.settings
+        if self.recorder.proposal_done(item):
+            # Charged before an interruption: on it goes without a new call (counted from the rows).
+            if item.payload.get("proposal") == "made":
+                return item
+            self._fail(item, item.payload.get("reason", "proposal failed").split(":")[0],
+                       item.payload.get("reason", "proposal failed"))
+            return None
         parent = ctx.pool.get(item.parent_id)
         ctx.bus.publish(ev.ProposalStart(item_id=item.item_id, parent_id=parent.artifact_id))
-        ctx.tally.proposal_attempts += 1
-        ctx.budget.charge("proposals", 1, ctx.reservations.get(item.item_id))
         messages = self.messages_for(parent)
         child, reason, errors = None, "", []
         for attempt in range(1 + s.max_patch_retries):
@@ -166,13 +171,18 @@ class ProgramStages:
                 self.patch_retries += 1
                 item.payload["patch_retries"] = attempt + 1
                 messages = prompt.retry_messages(messages, res.text, errors, s.patch_format)
+        if child is not None:
+            item.payload["child"] = child
+            item.payload["diff"] = unified_diff(parent.text, child, parent.artifact_id, "child")
+        else:
+            item.payload["reason"] = reason
+        # Charged once the LLM work is over, with its row: a kill before this redoes it, never twice.
+        self.recorder.charge_proposal(item, made=child is not None)
         ctx.bus.publish(ev.ProposalEnd(item_id=item.item_id, parent_id=parent.artifact_id, ok=child is not None, reason=reason if child is None else ""))
         if child is None:
             self._fail(item, reason.split(":")[0], reason)
             return None
         ctx.tally.proposals += 1
-        item.payload["child"] = child
-        item.payload["diff"] = unified_diff(parent.text, child, parent.artifact_id, "child")
         return item
 
     def _fail(self, item: WorkItem, kind: str, reason: str, detail: str = "") -> None:

@@ -152,6 +152,8 @@ class PromptStages(SpeculationMixin, ChainMixin):
 
     async def propose(self, item: WorkItem) -> WorkItem | None:
         ctx = self.ctx
+        if self.recorder.proposal_done(item):
+            return self.resumed_proposal(item)
         parent = ctx.pool.get(item.parent_id)
         ctx.bus.publish(ev.ProposalStart(item_id=item.item_id, parent_id=parent.artifact_id))
         current = self.head_text(item)
@@ -172,17 +174,29 @@ class PromptStages(SpeculationMixin, ChainMixin):
             if exc.fatal:
                 raise FatalRunError(str(exc)) from None
             reason = f"LLM error: {exc.kind}"
+        if child is not None:
+            item.payload["child"] = child
+        else:
+            item.payload["reason"] = reason
         # Charged once the call is over: a proposal cut short by a stop is redone, not paid twice.
-        ctx.tally.proposal_attempts += 1
-        ctx.budget.charge("proposals", 1, ctx.reservations.get(item.item_id))
+        self.recorder.charge_proposal(item, made=child is not None)
         ctx.bus.publish(ev.ProposalEnd(item_id=item.item_id, parent_id=parent.artifact_id, ok=child is not None, reason=reason))
-        if child is None:
+        return self.proposal_outcome(item)
+
+    def resumed_proposal(self, item: WorkItem) -> WorkItem | None:
+        """An item re-enqueued after its proposal was charged: on it goes, without a new call
+        (the resume counted its proposal from the rows already)."""
+        return item if item.payload.get("proposal") == "made" else self.proposal_outcome(item)
+
+    def proposal_outcome(self, item: WorkItem) -> WorkItem | None:
+        ctx = self.ctx
+        if item.payload.get("proposal") != "made":
+            reason = item.payload.get("reason", "proposal failed")
             ctx.tally.failed += 1
             ctx.tally.fail_reasons[reason.split(":")[0]] += 1
             item.end("failed", reason)
             return None
         ctx.tally.proposals += 1
-        item.payload["child"] = child
         return item
 
     async def evaluate(self, item: WorkItem) -> WorkItem | None:

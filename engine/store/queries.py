@@ -89,6 +89,10 @@ async def _counts(conn: aiosqlite.Connection, run_id: str) -> dict[str, Any]:
         completion += int(c or 0)
     (evals,), = await conn.execute_fetchall(
         "SELECT count(*) FROM evaluations WHERE run_id = ?", (run_id,))
+    # Proposals charged, counted from the rows that record them (the budget's ground truth on resume).
+    proposals = {str(kind): int(n) for kind, n in await conn.execute_fetchall(
+        "SELECT json_extract(payload_json, '$.proposal') AS kind, count(*) FROM items "
+        "WHERE run_id = ? AND kind IS NOT NULL GROUP BY kind", (run_id,))}
     return {
         "items": items,
         "llm_calls": calls,
@@ -96,4 +100,5 @@ async def _counts(conn: aiosqlite.Connection, run_id: str) -> dict[str, Any]:
         "prompt_tokens": prompt,
         "completion_tokens": completion,
         "evaluations": int(evals),
+        "proposals": proposals,
     }

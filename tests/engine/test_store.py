@@ -121,7 +121,7 @@ async def test_round_trip_of_every_write_method(tmp_path: Path) -> None:
     assert rec.open_items[0]["payload"] == {"minibatch": ["e1"]}
     assert rec.counts == {"items": {"open": 1, "accepted": 1, "failed": 1}, "llm_calls": 2,
                           "llm_calls_by_status": {"ok": 1, "error": 1}, "prompt_tokens": 107,
-                          "completion_tokens": 40, "evaluations": 2}
+                          "completion_tokens": 40, "evaluations": 2, "proposals": {}}
 
     evals = await ro.fetch_rows("evaluations", "r1")
     assert [(e["example_id"], e["score"], e["feedback"]) for e in evals] == [

@@ -125,6 +125,9 @@ class FakeStore:
 
 
 def _stages(llm, retries: int) -> ProgramStages:
+    from engine.pipeline.recorder import Recorder
+    from engine.pipeline.staleness import make_policy
+
     task = load_any_task("circle_packing")
     task = replace(task, settings=task.settings.model_copy(update={"max_patch_retries": retries}))
     from types import SimpleNamespace
@@ -133,8 +136,11 @@ def _stages(llm, retries: int) -> ProgramStages:
     pool.add(Artifact("a000000", task.initial_program, (), 0, {"combined_score": 0.6}, status="seed"))
     ctx = SimpleNamespace(task=task, pool=pool, bus=EventBus(), tally=Tally(), budget=Budget(BudgetConfig()),
                           reservations={}, reflection_llm=llm, rng=random.Random(0), store=FakeStore(),
-                          staleness_counts=Counter())
-    return ProgramStages(ctx)
+                          staleness_counts=Counter(), run_id="r",
+                          policy=make_policy("reflective", 0))
+    stages = ProgramStages(ctx)
+    stages.recorder = Recorder(ctx, ProgramStages.CHECKED, on_item_end=lambda item: None, on_fatal=lambda exc: None)
+    return stages
 
 
 def _item() -> WorkItem:
