@@ -36,6 +36,11 @@ class FatalRunError(Exception):
         self.exit_code = exit_code
 
 
+class CallFailed(Exception):
+    """An LLM call an item needed failed (after its retries): the item fails with this reason.
+    A missing answer is never scored as an empty one, which would quietly lower a score."""
+
+
 class CallSink:
     """on_call target of the LLM clients, bound to the run's recorder once it exists."""
 

@@ -1,8 +1,10 @@
 """`evotui` command line. Exit codes:
 
 0 completed (budget reached and drained) · 1 internal error · 2 bad input (task, config, flags,
-database) · 3 LLM endpoint unusable (unreachable, unknown model, auth) · 130 interrupted by a
-signal or stopped (resumable with `evotui resume`).
+database, a run another process drives) · 3 LLM endpoint unusable (unreachable, unknown model,
+auth) · 4 no progress (every attempt skipped or failed, see budget.max_stalled) · 5 the database
+could not be written (disk full, I/O error; resumable) · 130 interrupted by a signal or stopped
+(resumable with `evotui resume`).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import sys
 from pathlib import Path
 
 from engine.config import ConfigError
+from engine.context import EXIT_IO
 from evotui import options
 
 DEFAULT_DB = Path(os.environ.get("EVOTUI_DB", "evotui.db"))
@@ -154,7 +157,7 @@ def _run(args: argparse.Namespace) -> int:
 
         return run_tui(args)
     from engine.runner import SetupError
-    from evotui.headless import drive
+    from evotui.headless import Terminal, drive
 
     async def go() -> int:
         try:
@@ -162,12 +165,19 @@ def _run(args: argparse.Namespace) -> int:
         except SetupError as exc:
             print(f"evotui: error: {exc}", file=sys.stderr)
             return exc.exit_code
-        result = await drive(run, events_path=args.events, progress_every=args.progress_every, quiet=args.quiet)
+        term = Terminal(sys.stderr)
+        result = await drive(run, events_path=args.events, progress_every=args.progress_every, quiet=args.quiet,
+                             term=term)
+        for warning in run.warnings:
+            term.say(f"evotui: warning: {warning}")
         if result.status == "failed":
-            print(f"evotui: run failed: {result.reason}", file=sys.stderr)
+            term.say(f"evotui: run failed: {result.reason}")
+        elif result.exit_code == EXIT_IO:
+            term.say(f"evotui: error: {result.reason}")
         elif result.status == "interrupted":
-            print(f"evotui: run interrupted; continue with: evotui resume {result.summary['run_id']} --db {args.db} --no-ui", file=sys.stderr)
-        print(json.dumps(result.summary, indent=None, sort_keys=False))
+            term.say(f"evotui: run interrupted; continue with: evotui resume {result.summary['run_id']} --db {args.db} --no-ui")
+        # If stdout went with the terminal, the summary is still in the database (`evotui show`).
+        term.write(sys.stdout, json.dumps(result.summary, indent=None, sort_keys=False))
         return result.exit_code
 
     return asyncio.run(go())

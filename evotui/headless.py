@@ -1,7 +1,8 @@
 """The --no-ui front end: progress lines on stderr, JSONL events, a JSON summary on stdout.
 
-Signals: the first SIGINT/SIGTERM drains (in-flight work finishes, nothing new starts), a second
-one stops at once; either way the database stays consistent and `evotui resume` continues.
+Signals: the first SIGINT/SIGTERM/SIGHUP drains (in-flight work finishes, nothing new starts), a
+second one stops at once; either way the database stays consistent and `evotui resume` continues.
+SIGHUP (an SSH drop, `tmux kill-session`) also silences the terminal output, which has gone.
 SIGUSR1 toggles pause: no stage takes new items, running requests finish and are held.
 A control socket (evotui.control) lets `evotui attach` observe and steer the run.
 """
@@ -19,6 +20,33 @@ from engine.events import Subscription
 from engine.runner import EngineRun, RunResult
 from engine.snapshot import EngineSnapshot
 from evotui.control import ControlServer, socket_path
+
+HANGUP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+class Terminal:
+    """Output that stops going to a terminal once it has hung up (writes would fail with EIO);
+    output redirected to a file or pipe carries on."""
+
+    def __init__(self, err: TextIO) -> None:
+        self.err = err
+        self.hung_up = False
+        self.gone = False
+
+    def usable(self, stream: TextIO) -> bool:
+        return not (self.gone and stream is self.err) and not (self.hung_up and stream.isatty())
+
+    def say(self, line: str) -> None:
+        self.write(self.err, line)
+
+    def write(self, stream: TextIO, line: str) -> None:
+        if not self.usable(stream):
+            return
+        try:
+            print(line, file=stream, flush=True)
+        except OSError:  # the reader went away without a SIGHUP (a closed pipe, a dead tty)
+            if stream is self.err:
+                self.gone = True
 
 
 def progress_line(s: EngineSnapshot) -> str:
@@ -48,24 +76,28 @@ async def _write_events(sub: Subscription, out: TextIO) -> None:
             out.flush()
 
 
-async def _progress(run: EngineRun, every_s: float, err: TextIO) -> None:
+async def _progress(run: EngineRun, every_s: float, term: Terminal) -> None:
     while True:
         await asyncio.sleep(every_s)
-        print(progress_line(run.snapshot()), file=err, flush=True)
+        term.say(progress_line(run.snapshot()))
 
 
-async def drive(run: EngineRun, *, events_path: Path | None, progress_every: float, quiet: bool) -> RunResult:
+async def drive(run: EngineRun, *, events_path: Path | None, progress_every: float, quiet: bool,
+                term: Terminal | None = None) -> RunResult:
     loop = asyncio.get_running_loop()
+    term = term or Terminal(sys.stderr)
     signals_seen = 0
 
     def on_signal(signame: str) -> None:
         nonlocal signals_seen
         signals_seen += 1
+        if signame == "SIGHUP":
+            term.hung_up = True
         if signals_seen == 1:
-            print(f"evotui: {signame}: draining (in-flight work finishes); send again to stop now", file=sys.stderr, flush=True)
+            term.say(f"evotui: {signame}: draining (in-flight work finishes); send again to stop now")
             run.drain(f"{signame} received")
         else:
-            print(f"evotui: {signame}: stopping now; `evotui resume {run.ctx.run_id}` continues", file=sys.stderr, flush=True)
+            term.say(f"evotui: {signame}: stopping now; `evotui resume {run.ctx.run_id}` continues")
             run.stop(f"{signame} received twice")
 
     def on_usr1() -> None:
@@ -74,9 +106,9 @@ async def drive(run: EngineRun, *, events_path: Path | None, progress_every: flo
             run.resume_work()
         else:
             run.pause()
-        print(f"evotui: SIGUSR1: {run.snapshot().state}", file=sys.stderr, flush=True)
+        term.say(f"evotui: SIGUSR1: {run.snapshot().state}")
 
-    for sig in (signal.SIGINT, signal.SIGTERM):
+    for sig in HANGUP_SIGNALS:
         loop.add_signal_handler(sig, on_signal, sig.name)
     loop.add_signal_handler(signal.SIGUSR1, on_usr1)
     tasks: list[asyncio.Task] = []
@@ -84,20 +116,18 @@ async def drive(run: EngineRun, *, events_path: Path | None, progress_every: flo
     control = ControlServer(run, socket_path(run.db_path, run.ctx.run_id))
     try:
         if not await control.start() and not quiet:
-            print(f"evotui: {control.problem}", file=sys.stderr)
+            term.say(f"evotui: {control.problem}")
         if events_path is not None:
             events_file = sys.stdout if str(events_path) == "-" else events_path.open("a", encoding="utf-8")
             # Subscribe now, not inside the task, so run_started is not missed.
             tasks.append(asyncio.create_task(_write_events(run.bus.subscribe(maxlen=100_000), events_file)))
         if not quiet:
             if run.ctx.config.uses_sim:
-                print(
+                term.say(
                     f"evotui: SIMULATED LLM backend ({run.ctx.backend}, time scale x{run.ctx.config.sim.time_scale:g}); "
-                    "scores and speeds are simulated, not real model results",
-                    file=sys.stderr,
-                )
-            print(f"evotui: run {run.ctx.run_id} in {run.db_path} ({'resumed' if run.resumed else 'new'})", file=sys.stderr)
-            tasks.append(asyncio.create_task(_progress(run, progress_every, sys.stderr)))
+                    "scores and speeds are simulated, not real model results")
+            term.say(f"evotui: run {run.ctx.run_id} in {run.db_path} ({'resumed' if run.resumed else 'new'})")
+            tasks.append(asyncio.create_task(_progress(run, progress_every, term)))
         result = await run.run()
         if tasks and events_path is not None:
             # Let the event writer flush what the run published last.
@@ -108,7 +138,7 @@ async def drive(run: EngineRun, *, events_path: Path | None, progress_every: flo
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1):
+        for sig in (*HANGUP_SIGNALS, signal.SIGUSR1):
             loop.remove_signal_handler(sig)
         if events_file is not None and events_file is not sys.stdout:
             events_file.close()

@@ -12,7 +12,7 @@ import traceback
 from typing import Callable
 
 from engine import events as ev
-from engine.context import FatalRunError, RunContext
+from engine.context import CallFailed, FatalRunError, RunContext
 from engine.items import WorkItem
 from engine.pipeline.stage import Stage
 from engine.pipeline.staleness import Decision
@@ -156,13 +156,18 @@ class Recorder:
             self.on_fatal(exc)
             return
         ctx = self.ctx
-        detail = "".join(traceback.format_exception_only(type(exc), exc)).strip()
         ctx.tally.failed += 1
-        ctx.tally.fail_reasons[f"internal error in {stage.name}"] += 1
-        item.payload["outcome"] = "error"
+        if isinstance(exc, CallFailed):
+            # A failed call is a failed attempt, recorded as such (never scored as an empty answer).
+            detail, outcome = str(exc), "failed"
+            ctx.tally.fail_reasons[f"LLM error in {stage.name}"] += 1
+        else:
+            detail, outcome = "".join(traceback.format_exception_only(type(exc), exc)).strip(), "error"
+            ctx.tally.fail_reasons[f"internal error in {stage.name}"] += 1
+        item.payload["outcome"] = outcome
         item.payload["reason"] = f"{stage.name}: {detail}"
         ctx.bus.publish(ev.ItemFailed(item_id=item.item_id, stage=stage.name, reason=detail))
-        self.item_finished(stage, item, item.payload.get("started_at", time.time()), "error")
+        self.item_finished(stage, item, item.payload.get("started_at", time.time()), outcome)
 
     def charge_proposal(self, item: WorkItem, made: bool) -> None:
         """A proposal is charged once, when its LLM work is over, together with a row that says

@@ -98,7 +98,7 @@ class ChainMixin:
                  head_chain: list[str], base: str) -> None:
         """Start the chain's next step at propose, unless the head is already perfect on that
         minibatch (GEPA skips those; admission then starts a fresh item)."""
-        if all(t["score"] >= 1.0 for t in traces):
+        if all(t["score"] >= self.ctx.task.max_score for t in traces):
             self.ctx.tally.skipped += 1
             return
         payload = {"head_text": head, "head_seq": seq, "head_chain": list(head_chain), "chain_of": item.item_id,

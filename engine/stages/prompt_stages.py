@@ -13,7 +13,7 @@ import contextvars
 import time
 
 from engine import events as ev
-from engine.context import FatalRunError, RunContext
+from engine.context import CallFailed, FatalRunError, RunContext
 from engine.items import WorkItem
 from engine.llm.errors import LLMError
 from engine.llm.shrink import middle_out
@@ -82,7 +82,11 @@ class PromptStages(SpeculationMixin, ChainMixin):
         """Score the seed prompt on the validation set and commit it as pool version 1."""
         ctx = self.ctx
         current_item.set(None)
-        traces = await self.run_examples(ctx.task.seed_prompt, ctx.task.val_ids, "evaluate")
+        try:
+            traces = await self.run_examples(ctx.task.seed_prompt, ctx.task.val_ids, "evaluate")
+        except CallFailed as exc:
+            raise FatalRunError(f"the seed prompt could not be evaluated ({exc}); check the endpoint, "
+                                "then `evotui resume`") from None
         seed = Artifact(
             artifact_id="a000000",
             text=ctx.task.seed_prompt,
@@ -117,7 +121,7 @@ class PromptStages(SpeculationMixin, ChainMixin):
         except LLMError as exc:
             if exc.fatal:
                 raise FatalRunError(str(exc)) from None
-            output, note = "", f" (no answer: {exc.kind})"
+            raise CallFailed(f"LLM error in {stage} on example {example_id}: {exc.kind}") from None
         try:
             result = ctx.task.score(example, output)
         except TaskError as exc:
@@ -133,7 +137,15 @@ class PromptStages(SpeculationMixin, ChainMixin):
         }
 
     async def run_examples(self, prompt_text: str, example_ids: list[str], stage: str) -> list[dict]:
-        return list(await asyncio.gather(*(self.run_example(prompt_text, ex, stage) for ex in example_ids)))
+        """All examples at once; the first failure cancels the rest (their answers are no use)."""
+        tasks = [asyncio.ensure_future(self.run_example(prompt_text, ex, stage)) for ex in example_ids]
+        try:
+            return list(await asyncio.gather(*tasks))
+        except BaseException:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            raise
 
     # -- stages ---------------------------------------------------------------------------
     async def rollout(self, item: WorkItem) -> WorkItem | None:
@@ -143,7 +155,7 @@ class PromptStages(SpeculationMixin, ChainMixin):
         item.payload["parent_mb"] = [t["score"] for t in traces]
         # The id read before the await: the parent may be removed (speculation) meanwhile.
         item.payload["parent_mb_of"] = parent.artifact_id
-        if all(t["score"] >= 1.0 for t in traces):
+        if all(t["score"] >= self.ctx.task.max_score for t in traces):
             # GEPA skips reflection when the parent is already perfect on the minibatch.
             self.ctx.tally.skipped += 1
             item.end("skipped", "parent perfect on minibatch")

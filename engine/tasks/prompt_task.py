@@ -46,6 +46,12 @@ class PromptTask:
     metric_fn: Callable[[dict, str], Any]
     input_template: str = "{input}"
     defaults: dict = field(default_factory=dict)
+    score_range: tuple[float, float] = (0.0, 1.0)
+    """[metric] range: scores outside it are refused (a metric bug, not a better prompt)."""
+
+    @property
+    def max_score(self) -> float:
+        return self.score_range[1]
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_by_id", {ex["id"]: ex for ex in [*self.train, *self.val]})
@@ -90,6 +96,12 @@ class PromptTask:
             ) from None
         if not math.isfinite(score):
             raise TaskError(f"{self.path}: metric returned a non-finite score on example {example['id']!r}")
+        lo, hi = self.score_range
+        if not lo <= score <= hi:
+            raise TaskError(
+                f"{self.path}: metric {getattr(self.metric_fn, '__name__', 'score')} returned {score:g} on example "
+                f"{example['id']!r}, outside its range [{lo:g}, {hi:g}]; fix the metric or declare "
+                "[metric] range = [low, high] in task.toml")
         return MetricResult(score=score, feedback=str(raw.get("feedback", "")))
 
 
@@ -136,6 +148,17 @@ def _read_jsonl(path: Path) -> list[dict]:
     if not rows:
         raise TaskError(f"{path}: no examples; add at least one JSON object line")
     return rows
+
+
+def _score_range(toml_path: Path, spec: dict) -> tuple[float, float]:
+    raw = spec.get("range", [0.0, 1.0]) if isinstance(spec, dict) else [0.0, 1.0]
+    try:
+        lo, hi = (float(v) for v in raw)
+    except (TypeError, ValueError):
+        raise TaskError(f"{toml_path}: [metric] range must be two numbers [low, high], got {raw!r}") from None
+    if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
+        raise TaskError(f"{toml_path}: [metric] range [{lo:g}, {hi:g}] needs finite low < high")
+    return lo, hi
 
 
 def _load_metric(folder: Path, spec: dict) -> Callable[[dict, str], Any]:
@@ -185,6 +208,7 @@ def load_task(name_or_path: str) -> PromptTask:
     if not isinstance(defaults, dict):
         raise TaskError(f"{toml_path}: [defaults] must be a table")
     task = PromptTask(
+        score_range=_score_range(toml_path, spec["metric"]),
         name=str(spec.get("name", folder.name)),
         path=folder,
         description=str(spec.get("description", "")),

@@ -9,11 +9,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import signal
 import sys
 
 from engine.runner import SetupError
 from evotui import options
 from evotui.control import ControlServer, socket_path
+from evotui.headless import Terminal
 from evotui.tui.app import EvoApp
 from evotui.tui.attach import AttachBackend, AttachError
 from evotui.tui.backend import LiveBackend
@@ -76,23 +78,37 @@ async def _run_live(args: argparse.Namespace, settings: UISettings) -> int:
     control = ControlServer(run, socket_path(run.db_path, run.ctx.run_id))
     notices = [] if await control.start() else [control.problem]
     app = _make_app(LiveBackend(run), settings, args, notices, engine=run.run)
+    term = Terminal(sys.stderr)
+    loop = asyncio.get_running_loop()
+
+    def on_hangup() -> None:
+        # The terminal is gone (SSH drop, tmux kill-session): finish in-flight work without a UI.
+        term.hung_up = True
+        run.drain("SIGHUP: the terminal hung up")
+        app.exit()
+
+    loop.add_signal_handler(signal.SIGHUP, on_hangup)
     try:
         await app.run_async(mouse=settings.mouse and not args.no_mouse)
     finally:
         task = app.engine_task
         if task is not None and not task.done():
-            run.stop("the UI closed")
-            await asyncio.wait({task}, timeout=30)
+            if not term.hung_up:
+                run.stop("the UI closed")
+            await asyncio.wait({task}, timeout=None if term.hung_up else 30)
         await control.close()
+        loop.remove_signal_handler(signal.SIGHUP)
     result = task.result() if task is not None and task.done() and not task.cancelled() else None
     if result is None:
-        print("evotui: the run did not finish cleanly; check `evotui show` and resume it", file=sys.stderr)
+        term.say("evotui: the run did not finish cleanly; check `evotui show` and resume it")
         return 1
+    for warning in run.warnings:
+        term.say(f"evotui: warning: {warning}")
     if result.status == "failed":
-        print(f"evotui: run failed: {result.reason}", file=sys.stderr)
+        term.say(f"evotui: run failed: {result.reason}")
     elif result.status == "interrupted":
-        print(f"evotui: run interrupted; continue with: evotui resume {result.summary['run_id']} --db {args.db}", file=sys.stderr)
-    print(json.dumps(result.summary))
+        term.say(f"evotui: run interrupted; continue with: evotui resume {result.summary['run_id']} --db {args.db}")
+    term.write(sys.stdout, json.dumps(result.summary))
     return result.exit_code
 
 
