@@ -403,6 +403,7 @@ class LLMClient:
             self._in_flight += 1
             started_at, t0 = time.time(), time.perf_counter()
             shrunk = False
+            retries = 0
             try:
                 reply, err, retries = await self._attempts(payload, self._headers(stage))
                 if reply is None and err is not None and err.kind == "context_overflow" and shrink is not None:
@@ -415,6 +416,15 @@ class LLMClient:
                         if err is not None and err.kind == "context_overflow":
                             err.message += " (still too long after shrinking the prompt once)"
                             err.args = (err.message,)
+            except asyncio.CancelledError:
+                # A stop cancelled the request mid-flight: it was sent (and maybe served), so it
+                # is recorded like any other call, not lost with the run's last moments.
+                self._report(CallRecord(status="cancelled", finish_reason=None, prompt_tokens=0,
+                                        completion_tokens=0, ttft_s=None, error="cancelled: the run stopped",
+                                        endpoint=self.name, url=self.base_url, model=self.model, stage=stage,
+                                        latency_s=time.perf_counter() - t0, retries=retries,
+                                        started_at=started_at))
+                raise
             finally:
                 self._in_flight -= 1
         latency = time.perf_counter() - t0

@@ -235,7 +235,7 @@ class Recorder:
                     f"{self.consecutive_errors} LLM calls in a row failed (last: {rec.error}); "
                     f"check the endpoint {rec.url}, then `evotui resume`"
                 ))
-        else:
+        elif rec.status != "cancelled":
             self.consecutive_errors = 0
         reservation = ctx.reservations.get(item_id or "")
         ctx.budget.charge("llm_calls", 1, reservation)
