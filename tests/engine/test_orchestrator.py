@@ -269,8 +269,8 @@ async def test_stop_cancels_in_flight_work_and_leaves_items_open(harness) -> Non
     assert record.status == "interrupted"
     assert sorted((i["item_id"], i["stage"]) for i in record.open_items) == [
         ("i000001", "propose"), ("i000002", "propose"), ("i000003", "propose")]
-    # Cancelled requests report nothing: only the seed and rollout calls are recorded.
-    assert record.counts["llm_calls"] == 4 + 9
+    # The seed and rollout calls completed; the three cancelled proposals are recorded as such.
+    assert record.counts["llm_calls_by_status"] == {"ok": 4 + 9, "cancelled": 3}
     assert result.summary["proposals"] == 0
     snap = run.snapshot()
     assert all(s.busy == 0 and s.workers == 0 for s in snap.stages)

@@ -219,7 +219,8 @@ async def test_a_proposal_interrupted_by_stop_is_charged_once(harness) -> None:
     fake.gates.clear()
     run2 = await harness.resume(run.ctx.run_id)
     result = await harness.run_to_end(run2)
-    propose_calls = [c for c in await harness.rows("llm_calls", run.ctx.run_id) if c["stage"] == "propose"]
+    propose_calls = [c for c in await harness.rows("llm_calls", run.ctx.run_id)
+                     if c["stage"] == "propose" and c["status"] != "cancelled"]
     # Three proposals were made (three propose LLM calls completed) and three may be made.
     assert result.summary["budget_spent"]["proposals"] == len(propose_calls) == 3
 
