@@ -90,8 +90,10 @@ class Sandbox:
 
     def __init__(self, limits: SandboxLimits | None = None, concurrency: int = 2,
                  isolation: Isolation | None = None, python: str | None = None,
-                 scratch_root: str | Path | None = None) -> None:
+                 scratch_root: str | Path | None = None, secret_vars: frozenset[str] = frozenset()) -> None:
         self.limits = limits or SandboxLimits()
+        self.secret_vars = secret_vars
+        """Environment variables never passed to evaluated code (the run's API key variables)."""
         self.isolation = isolation or detect()
         self.python = python or sys.executable
         self.scratch_root = str(scratch_root or tempfile.gettempdir())
@@ -174,7 +176,7 @@ class Sandbox:
                        "nproc": limits.nproc if (iso.prefix or uid is not None) else None},
         }
         nonce = channel.new_nonce()
-        env = scrubbed_env(dict(os.environ), home=str(scratch), threads=limits.threads)
+        env = scrubbed_env(dict(os.environ), home=str(scratch), threads=limits.threads, secret_vars=self.secret_vars)
         spec_fd = channel.spec_pipe(spec, nonce)
         res_r, res_w = os.pipe()
         try:

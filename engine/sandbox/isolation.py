@@ -38,10 +38,13 @@ THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NU
                "VECLIB_MAXIMUM_THREADS", "BLIS_NUM_THREADS")
 
 
-def scrubbed_env(base: dict[str, str], home: str, threads: int = 1, extra: dict[str, str] | None = None) -> dict[str, str]:
-    """The evaluator's environment: no keys, tokens, secrets or proxies; BLAS threads pinned."""
+def scrubbed_env(base: dict[str, str], home: str, threads: int = 1, extra: dict[str, str] | None = None,
+                 secret_vars: frozenset[str] = frozenset()) -> dict[str, str]:
+    """The evaluator's environment: no keys, tokens, secrets or proxies; BLAS threads pinned.
+    secret_vars: further names to drop (the run's api_key_env, whatever it is called)."""
     env = {k: v for k, v in base.items()
-           if not _SECRET.search(k) and not _PROXY.match(k) and k not in _DROP_EXACT and not k.startswith("AWS_")}
+           if not _SECRET.search(k) and not _PROXY.match(k) and k not in _DROP_EXACT and not k.startswith("AWS_")
+           and k not in secret_vars}
     for var in THREAD_VARS:
         env[var] = str(threads)
     env.update(HOME=home, TMPDIR=home, PYTHONDONTWRITEBYTECODE="1", PYTHONUNBUFFERED="1", MPLBACKEND="Agg",

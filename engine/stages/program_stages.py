@@ -49,7 +49,10 @@ class ProgramStages:
         self.ctx = ctx
         self.task = ctx.task
         self.settings = ctx.task.settings
-        self.sandbox = sandbox or Sandbox(self.settings.limits(), concurrency=self.settings.eval_concurrency)
+        # The run's key variables are dropped whatever they are called (not only *_API_KEY).
+        keys = frozenset(ep.api_key_env for ep in (ctx.config.task_llm, ctx.config.reflection) if ep.api_key_env)
+        self.sandbox = sandbox or Sandbox(self.settings.limits(), concurrency=self.settings.eval_concurrency,
+                                          secret_vars=keys)
         self.filters = ProgramFilters()
         for art in ctx.pool.artifacts():
             self.filters.remember(art.text)

@@ -126,6 +126,7 @@ class FakeStore:
 
 def _stages(llm, retries: int) -> ProgramStages:
     from engine.pipeline.recorder import Recorder
+    from engine.config import RunConfig
     from engine.pipeline.staleness import make_policy
 
     task = load_any_task("circle_packing")
@@ -137,7 +138,7 @@ def _stages(llm, retries: int) -> ProgramStages:
     ctx = SimpleNamespace(task=task, pool=pool, bus=EventBus(), tally=Tally(), budget=Budget(BudgetConfig()),
                           reservations={}, reflection_llm=llm, rng=random.Random(0), store=FakeStore(),
                           staleness_counts=Counter(), run_id="r",
-                          policy=make_policy("reflective", 0))
+                          policy=make_policy("reflective", 0), config=RunConfig())
     stages = ProgramStages(ctx)
     stages.recorder = Recorder(ctx, ProgramStages.CHECKED, on_item_end=lambda item: None, on_fatal=lambda exc: None)
     return stages

@@ -161,6 +161,8 @@ def test_scrubbed_env_rules():
     assert env["PATH"] == "/bin" and env["LANG"] == "C" and env["HOME"] == "/tmp/h"
     assert not {"OPENAI_API_KEY", "GITHUB_TOKEN", "MY_SECRET_THING", "HTTP_PROXY", "no_proxy", "AWS_ACCESS_KEY_ID"} & set(env)
     assert env["OPENBLAS_NUM_THREADS"] == "1" and env["MKL_NUM_THREADS"] == "1"
+    # The run's own key variable is dropped whatever its name (api_key_env = "MYKEY").
+    assert "MYKEY" not in scrubbed_env({"MYKEY": "k", "LANG": "C"}, home="/h", secret_vars=frozenset({"MYKEY"}))
 
 
 def test_concurrency_is_bounded(tmp_path):
