@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import sqlite3
 import random
 import secrets
 import time
@@ -35,7 +34,8 @@ from engine.pool import Artifact, PoolChange, Pool
 from engine.selection.pareto import MinibatchSampler, restore_rng
 from engine.selection.val_order import ValidationOrder
 from engine.snapshot import EngineSnapshot, take_snapshot
-from engine.store.lease import HEARTBEAT_S, Lease
+from engine.run_lease import keep_lease, mark_interrupted, release_quietly, remove_db_files
+from engine.store.lease import Lease
 from engine.store.store import Store, StoreError
 from engine.stages.program_stages import ProgramStages
 from engine.tasks.loader import load_any_task
@@ -89,24 +89,6 @@ class EngineRun:
             await self.close()
             raise SetupError(str(exc)) from None
 
-    async def _heartbeat(self) -> None:
-        """Keep the lease fresh; a lease taken over (by a process that judged us dead) stops us."""
-        while True:
-            await asyncio.sleep(HEARTBEAT_S)
-            if self.lease is None:
-                return
-            try:
-                ours = await self.ctx.store.renew_lease(self.lease)
-            except sqlite3.Error as exc:
-                # A busy or full disk delays the heartbeat; the writer reports real failures.
-                self.ctx.bus.publish(ev.Notice(level="warning", message=f"lease heartbeat failed: {exc}"))
-                continue
-            if not ours:
-                self.lease = None
-                self.orchestrator._on_fatal(FatalRunError(
-                    f"another process took over run {self.ctx.run_id}; this one stops", exit_code=2))
-                return
-
     # -- construction ---------------------------------------------------------------------
     @classmethod
     async def create(cls, task_ref: str, layers: list[tuple[str, dict]], db_path: Path) -> "EngineRun":
@@ -125,7 +107,7 @@ class EngineRun:
             ctx, sim_state = await _build_context(run_id, config, task, store)
         except SetupError:
             if created_file:  # a run that never started leaves no empty database behind
-                _remove_db_files(Path(db_path).expanduser())
+                remove_db_files(Path(db_path).expanduser())
             raise
         store.insert_run(
             run_id,
@@ -177,7 +159,7 @@ class EngineRun:
         try:
             ctx, sim_state = await _build_context(run_id, config, task, store)
         except SetupError:
-            await _release_quietly(store, held)
+            await release_quietly(store, held)
             raise
         # The rows written before the lease was ours are complete now: reload under the lease.
         record = await store.load_run(run_id)
@@ -235,7 +217,7 @@ class EngineRun:
                           policy=ctx.policy.name, backend=ctx.backend, resumed=self.resumed)
         )
         status, reason, exit_code = "completed", "", 0
-        heartbeat = asyncio.create_task(self._heartbeat(), name="lease-heartbeat")
+        heartbeat = asyncio.create_task(keep_lease(self), name="lease-heartbeat")
         try:
             if not ctx.seed_id:
                 await self._evaluate_seed()
@@ -264,7 +246,7 @@ class EngineRun:
                 if exit_code != EXIT_IO:
                     status, reason, exit_code = "interrupted", self._store_failure(exc), EXIT_IO
                     summary = {**summary, "status": status, "stop_reason": reason}
-                await _mark_interrupted(self.db_path, ctx.run_id, self.warnings)
+                await mark_interrupted(self.db_path, ctx.run_id, self.warnings)
         if status == "interrupted" and exit_code == 0:
             exit_code = 130
         return RunResult(status=status, reason=reason, summary=summary, exit_code=exit_code)
@@ -277,7 +259,7 @@ class EngineRun:
         """Writer callback: once the writer has stopped for good nothing more is saved, so the
         run stops at once (resumable) instead of working on into the void."""
         if self.ctx.store.failed:
-            self.orchestrator._on_fatal(FatalRunError(self._store_failure(exc), exit_code=EXIT_IO))
+            self.orchestrator.fail(FatalRunError(self._store_failure(exc), exit_code=EXIT_IO))
 
     async def close(self) -> None:
         ctx = self.ctx
@@ -290,7 +272,7 @@ class EngineRun:
             await ctx.store.close()
         finally:
             if self.lease is not None:
-                problem = await _release_quietly(ctx.store, self.lease)
+                problem = await release_quietly(ctx.store, self.lease)
                 if problem:
                     self.warnings.append(problem)
                 self.lease = None
@@ -350,41 +332,6 @@ class EngineRun:
         note = handlers.sandbox.note
         return {"filters": dict(handlers.filters.counts), "patch_retries": handlers.patch_retries,
                 "sandbox": note() if callable(note) else note}
-
-
-async def _release_quietly(store: Store, held: Lease) -> str:
-    """Release the lease; if the database cannot take the write (full disk), the lease stays and
-    the next driver takes it over once it sees this process has gone. Returns the problem or ''."""
-    try:
-        if store.closed:
-            reopened = await Store.open(store.path, create=False)
-            try:
-                await reopened.release_lease(held)
-            finally:
-                await reopened.close()
-        else:
-            await store.release_lease(held)
-    except (StoreError, sqlite3.Error) as exc:
-        return f"could not release the run's lease ({exc}); the next resume takes it over"
-    return ""
-
-
-async def _mark_interrupted(db_path: Path, run_id: str, warnings: list[str]) -> None:
-    """After a writer failure: one direct attempt to mark the run interrupted. If the disk is still
-    full this fails too; `runs`/`show`/`attach` then read 'running' with a dead lease as interrupted."""
-    try:
-        store = await Store.open(db_path, create=False)
-        try:
-            store.update_run(run_id, status="interrupted", updated_at=time.time())
-        finally:
-            await store.close()
-    except StoreError as exc:
-        warnings.append(f"could not mark run {run_id} interrupted ({exc}); it resumes all the same")
-
-
-def _remove_db_files(path: Path) -> None:
-    for suffix in ("", "-wal", "-shm"):
-        Path(f"{path}{suffix}").unlink(missing_ok=True)
 
 
 async def _open_store(db_path: Path, create: bool) -> Store:

@@ -40,7 +40,7 @@ class Orchestrator:
         self._changed = asyncio.Event()
         self._stopped = asyncio.Event()
         self.handlers = handlers if handlers is not None else PromptStages(ctx)
-        self.recorder = Recorder(ctx, self.handlers.CHECKED, on_item_end=self._item_ended, on_fatal=self._on_fatal)
+        self.recorder = Recorder(ctx, self.handlers.CHECKED, on_item_end=self._item_ended, on_fatal=self.fail)
         self.handlers.recorder = self.recorder
         self.handlers.spawn = self._spawn
         pipeline = self.handlers.PIPELINE
@@ -126,7 +126,8 @@ class Orchestrator:
         self.state = state
         self.ctx.bus.publish(ev.StateChanged(state=state))
 
-    def _on_fatal(self, exc: FatalRunError) -> None:
+    def fail(self, exc: FatalRunError) -> None:
+        """End the run now with exc's message and exit code (the first failure wins)."""
         if self.fatal is None:
             self.fatal = exc
         self.stop(f"fatal: {exc}")
@@ -148,7 +149,7 @@ class Orchestrator:
         limit = self.ctx.config.budget.max_stalled
         if limit is not None and self.stalled >= limit and self.fatal is None:
             t = self.ctx.tally
-            self._on_fatal(FatalRunError(
+            self.fail(FatalRunError(
                 f"no progress: {self.stalled} items in a row ended without a candidate ({t.skipped} skipped "
                 f"because the parent already scores the maximum on its minibatch, {t.failed} failed "
                 f"proposals; last: {item.payload.get('reason', outcome)}); check the metric and the proposer, "
@@ -393,7 +394,7 @@ class Orchestrator:
             return
         exc = task.exception()
         # A bug in admission must end the run loudly, not leave it waiting for items forever.
-        self._on_fatal(exc if isinstance(exc, FatalRunError) else FatalRunError(f"internal error in admission: {exc!r}"))
+        self.fail(exc if isinstance(exc, FatalRunError) else FatalRunError(f"internal error in admission: {exc!r}"))
 
     async def _refill(self, backlog: list[WorkItem]) -> None:
         for item in backlog:

@@ -148,13 +148,7 @@ class BatchWriter:
         return self._done
 
     async def flush(self) -> None:
-        target = self._enqueued
-        if self._done < target and self._fatal is None and not self._task.done():
-            fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-            self._waiters.append((target, fut))
-            self._urgent.set()
-            self._wake.set()
-            await fut
+        await self.catch_up()
         self.raise_pending()
 
     async def close(self) -> None:
