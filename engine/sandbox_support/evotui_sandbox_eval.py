@@ -159,6 +159,12 @@ def evaluate(spec):
     except SystemExit as exc:
         return {"ok": False, "kind": "exit", "error": f"the evaluated code called sys.exit({exc.code!r})"}
     except BaseException as exc:  # the evaluated code's failure is the result, whatever it is
+        missing = (exc.name or "") if isinstance(exc, ModuleNotFoundError) else ""
+        if missing.split(".")[0] in ("shinka", "openevolve"):
+            # Only the helpers evaluators use are provided inside the sandbox (see README.md here).
+            return {"ok": False, "kind": "exception", "error": (
+                f"the evaluator imports {missing}, which evotui does not provide inside the sandbox; it "
+                "provides shinka.core.run_shinka_eval and openevolve.evaluation_result.EvaluationResult")}
         tb = traceback.format_exception(type(exc), exc, exc.__traceback__)
         return {"ok": False, "kind": "exception", "error": f"{type(exc).__name__}: {exc}"[:2000],
                 "traceback": "".join(tb)[-4000:]}
