@@ -3,13 +3,16 @@
 Every committed change bumps `version` and appends a `PoolChange` to the changelog, so a stale
 item can be shown exactly what changed since it was created (the reflective policy needs it).
 Mutations are synchronous methods: under asyncio they cannot interleave, which is the lock.
+Derived structures (the Pareto fronts, the best artifacts) are kept current on every change,
+so reading them costs nothing like a scan of the pool, which grows all run long.
 """
 
 from __future__ import annotations
 
+import heapq
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Mapping
+from typing import Callable, Hashable, Iterable, Mapping, Protocol, TypeVar
 
 
 @dataclass(frozen=True)
@@ -42,10 +45,64 @@ class PoolError(Exception):
     pass
 
 
+def is_live(artifact: Artifact) -> bool:
+    """Selectable: seed, confirmed and speculative (not removed)."""
+    return artifact.status != "removed"
+
+
+def is_confirmed(artifact: Artifact) -> bool:
+    """Fully validated."""
+    return artifact.status in ("seed", "confirmed")
+
+
+class PoolIndex(Protocol):
+    """A structure derived from the pool, told each artifact's new state as it is committed."""
+
+    def apply(self, artifact: Artifact) -> None: ...
+
+
+IndexT = TypeVar("IndexT", bound=PoolIndex)
+
+
+class TopIndex:
+    """The best artifact `member` accepts, by (val_mean, -created_version), then pool order: a
+    heap with lazy deletion, O(log n) per change instead of a scan (and mean) of every artifact."""
+
+    def __init__(self, member: Callable[[Artifact], bool], artifacts: Iterable[Artifact] = ()) -> None:
+        self._member = member
+        self._seq: dict[str, int] = {}
+        self._entry: dict[str, tuple[float, int, int, str]] = {}  # each member's current heap entry
+        self._heap: list[tuple[float, int, int, str]] = []
+        self._artifacts: dict[str, Artifact] = {}
+        for art in artifacts:
+            self.apply(art)
+
+    def apply(self, artifact: Artifact) -> None:
+        aid = artifact.artifact_id
+        seq = self._seq.setdefault(aid, len(self._seq))
+        self._entry.pop(aid, None)
+        self._artifacts.pop(aid, None)
+        if self._member(artifact):
+            entry = (-artifact.val_mean, artifact.created_version, seq, aid)
+            self._entry[aid] = entry
+            self._artifacts[aid] = artifact
+            heapq.heappush(self._heap, entry)
+
+    def top(self) -> Artifact | None:
+        heap = self._heap
+        while heap and self._entry.get(heap[0][3]) != heap[0]:
+            heapq.heappop(heap)  # superseded or no longer a member
+        return self._artifacts[heap[0][3]] if heap else None
+
+
 class Pool:
     def __init__(self) -> None:
         self._artifacts: dict[str, Artifact] = {}
         self._changelog: list[PoolChange] = []
+        self._indexes: dict[Hashable, PoolIndex] = {}
+        self._builders: dict[Hashable, Callable[[Iterable[Artifact]], PoolIndex]] = {}
+        self._best = self.index(("top", "confirmed"), lambda arts: TopIndex(is_confirmed, arts))
+        self._leader = self.index(("top", "live"), lambda arts: TopIndex(is_live, arts))
         self.version = 0
 
     def __len__(self) -> int:
@@ -62,6 +119,20 @@ class Pool:
 
     def artifacts(self) -> list[Artifact]:
         return list(self._artifacts.values())
+
+    def index(self, key: Hashable, build: Callable[[Iterable[Artifact]], IndexT]) -> IndexT:
+        """The derived structure under `key`: built from the artifacts (pool order) on first use,
+        then told every change. Reading it must not mutate the pool."""
+        found = self._indexes.get(key)
+        if found is None:
+            found = self._indexes[key] = build(self._artifacts.values())
+            self._builders[key] = build
+        return found  # type: ignore[return-value]  # the key's builder fixes its type
+
+    def _committed(self, artifact: Artifact) -> None:
+        self._artifacts[artifact.artifact_id] = artifact
+        for index in self._indexes.values():
+            index.apply(artifact)
 
     def gap(self, item_version: int) -> int:
         return self.version - item_version
@@ -84,7 +155,7 @@ class Pool:
             created_at=artifact.created_at,
             meta=MappingProxyType(dict(artifact.meta)),
         )
-        self._artifacts[stored.artifact_id] = stored
+        self._committed(stored)
         change = PoolChange(self.version, "add", stored.artifact_id, MappingProxyType(dict(detail or {})))
         self._changelog.append(change)
         return change
@@ -96,6 +167,9 @@ class Pool:
             if change.version != expected:
                 raise PoolError(f"pool changelog has a hole at version {expected}")
         self._artifacts = {a.artifact_id: a for a in artifacts}
+        self._indexes = {key: build(self._artifacts.values()) for key, build in self._builders.items()}
+        self._best = self.index(("top", "confirmed"), lambda arts: TopIndex(is_confirmed, arts))
+        self._leader = self.index(("top", "live"), lambda arts: TopIndex(is_live, arts))
         self._changelog = changelog
         self.version = changelog[-1].version if changelog else 0
 
@@ -105,7 +179,7 @@ class Pool:
         Removed artifacts stay readable (lineage) but are no longer selectable."""
         art = self.get(artifact_id)
         self.version += 1
-        self._artifacts[artifact_id] = Artifact(
+        self._committed(Artifact(
             artifact_id=art.artifact_id,
             text=art.text,
             parent_ids=art.parent_ids,
@@ -114,18 +188,18 @@ class Pool:
             status=status,
             created_at=art.created_at,
             meta=art.meta,
-        )
+        ))
         change = PoolChange(self.version, status, artifact_id, MappingProxyType(dict(detail or {})))
         self._changelog.append(change)
         return change
 
     def live(self) -> list[Artifact]:
         """Selectable artifacts: seed, confirmed and speculative (not removed)."""
-        return [a for a in self._artifacts.values() if a.status != "removed"]
+        return [a for a in self._artifacts.values() if is_live(a)]
 
     def confirmed(self) -> list[Artifact]:
         """Fully validated artifacts only (what `best()` and reports use)."""
-        return [a for a in self._artifacts.values() if a.status in ("seed", "confirmed")]
+        return [a for a in self._artifacts.values() if is_confirmed(a)]
 
     def changes_since(self, version: int) -> list[PoolChange]:
         """Changes with version > `version`, oldest first."""
@@ -133,14 +207,15 @@ class Pool:
 
     def best(self) -> Artifact | None:
         """Best fully validated artifact; speculative ones never lead before confirmation."""
-        return _top(self.confirmed())
+        return self._best.top()
 
     def leader(self) -> Artifact | None:
         """Best selectable artifact, speculative ones included (scored on their prefix): what a
         stale item is rebased onto, so repairs build on the newest promising work."""
-        return _top(self.live())
+        return self._leader.top()
 
 
-def _top(artifacts: list[Artifact]) -> Artifact | None:
-    # Ties go to the older artifact: a newer one must be strictly better to lead.
+def top_of(artifacts: Iterable[Artifact]) -> Artifact | None:
+    """What `best()`/`leader()` answer, from scratch. Ties go to the older artifact: a newer one
+    must be strictly better to lead."""
     return max(artifacts, key=lambda a: (a.val_mean, -a.created_version), default=None)

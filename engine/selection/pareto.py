@@ -7,10 +7,11 @@ first). A parent is sampled among the survivors, weighted by how many examples' 
 
 from __future__ import annotations
 
+import heapq
 import random
-from typing import Mapping, Sequence
+from typing import Callable, Iterable, Mapping, Sequence
 
-from engine.pool import Artifact
+from engine.pool import Artifact, Pool, is_confirmed, is_live
 
 
 def example_fronts(artifacts: Sequence[Artifact], example_ids: Sequence[str]) -> list[set[str]]:
@@ -22,18 +23,136 @@ def example_fronts(artifacts: Sequence[Artifact], example_ids: Sequence[str]) ->
 
 
 def pareto_weights(artifacts: Sequence[Artifact], example_ids: Sequence[str]) -> dict[str, int]:
-    """artifact_id -> number of example fronts it is on, non-dominated artifacts only."""
-    if not artifacts:
-        return {}
-    fronts = example_fronts(artifacts, example_ids)
-    alive = set().union(*fronts) if fronts else {a.artifact_id for a in artifacts}
-    by_mean = sorted((a for a in artifacts if a.artifact_id in alive), key=lambda a: (a.val_mean, a.created_version))
-    for cand in by_mean:
-        mine = [f for f in fronts if cand.artifact_id in f]
-        if len(alive) > 1 and all(len((f & alive) - {cand.artifact_id}) > 0 for f in mine):
-            alive.discard(cand.artifact_id)
-    weights = {aid: sum(1 for f in fronts if aid in f) for aid in alive}
-    return {aid: w for aid, w in weights.items() if w > 0} or {aid: 1 for aid in alive}
+    """artifact_id -> number of example fronts it is on, non-dominated artifacts only.
+
+    Rebuilds the fronts from scratch, O(artifacts x examples); an engine asks `front_weights`,
+    which reads the pool's incrementally maintained fronts and gives the same result."""
+    return ParetoFronts(example_ids, _always, artifacts).weights()
+
+
+def front_weights(pool: Pool, example_ids: Sequence[str], *, confirmed: bool = False) -> dict[str, int]:
+    """`pareto_weights(pool.live() or pool.confirmed(), example_ids)`, read from fronts the pool
+    keeps current on every change: O(examples + front size) per call instead of O(pool)."""
+    member = is_confirmed if confirmed else is_live
+    key = ("pareto", "confirmed" if confirmed else "live", tuple(example_ids))
+    fronts = pool.index(key, lambda arts: ParetoFronts(example_ids, member, arts))
+    assert isinstance(fronts, ParetoFronts)
+    return fronts.weights()
+
+
+def _always(_: Artifact) -> bool:
+    return True
+
+
+class ParetoFronts:
+    """Per-example Pareto fronts of the artifacts `member` accepts, updated one artifact at a time.
+
+    Per example position: every held score's bucket of artifact ids, a max-heap of the held scores
+    (lazily cleaned) and the best score; per artifact on some front, the positions it is best on.
+    A change costs O(examples + size of the fronts it enters or leaves); `weights()` costs
+    O(examples + front sizes + U log U), U being the artifacts on some front.
+    """
+
+    def __init__(self, example_ids: Sequence[str], member: Callable[[Artifact], bool],
+                 artifacts: Iterable[Artifact] = ()) -> None:
+        # Positions, not ids: a repeated example id counts twice, as in the from-scratch fronts.
+        self.example_ids = tuple(example_ids)
+        self._member = member
+        n = len(self.example_ids)
+        self._seq: dict[str, int] = {}  # first-seen (pool) order: the stable sort's last tie-break
+        self._scores: dict[str, tuple[float, ...]] = {}
+        self._key: dict[str, tuple[float, int, int]] = {}  # (val_mean, created_version, seq)
+        self._buckets: list[dict[float, set[str]]] = [{} for _ in range(n)]
+        self._heaps: list[list[float]] = [[] for _ in range(n)]  # negated scores
+        self._best: list[float | None] = [None] * n
+        self._on_front: dict[str, set[int]] = {}
+        for art in artifacts:
+            self.apply(art)
+
+    def __len__(self) -> int:
+        return len(self._scores)
+
+    def apply(self, artifact: Artifact) -> None:
+        """Take in an artifact's new state (added, rescored or status changed)."""
+        aid = artifact.artifact_id
+        self._seq.setdefault(aid, len(self._seq))
+        if aid in self._scores:
+            self._discard(aid)
+        if self._member(artifact):
+            self._insert(artifact)
+
+    def _insert(self, art: Artifact) -> None:
+        aid = art.artifact_id
+        scores = tuple(art.val_scores.get(ex, 0.0) for ex in self.example_ids)
+        self._scores[aid] = scores
+        self._key[aid] = (art.val_mean, art.created_version, self._seq[aid])
+        mine: set[int] = set()
+        for i, score in enumerate(scores):
+            buckets = self._buckets[i]
+            bucket = buckets.get(score)
+            if bucket is None:
+                bucket = buckets[score] = set()
+                heapq.heappush(self._heaps[i], -score)
+            bucket.add(aid)
+            best = self._best[i]
+            if best is None or score > best:
+                if best is not None:  # the old best scorers leave this front
+                    for other in buckets[best]:
+                        self._leave(other, i)
+                self._best[i] = score
+                mine.add(i)
+            elif score == best:
+                mine.add(i)
+        if mine:
+            self._on_front[aid] = mine
+
+    def _discard(self, aid: str) -> None:
+        scores = self._scores.pop(aid)
+        del self._key[aid]
+        self._on_front.pop(aid, None)
+        for i, score in enumerate(scores):
+            buckets = self._buckets[i]
+            bucket = buckets[score]
+            bucket.discard(aid)
+            if bucket:
+                continue
+            del buckets[score]
+            if score != self._best[i]:
+                continue
+            # The last best scorer left: the next held score takes over.
+            heap = self._heaps[i]
+            while heap and -heap[0] not in buckets:
+                heapq.heappop(heap)
+            self._best[i] = -heap[0] if heap else None
+            if heap:
+                for other in buckets[-heap[0]]:
+                    self._on_front.setdefault(other, set()).add(i)
+
+    def _leave(self, aid: str, i: int) -> None:
+        mine = self._on_front[aid]
+        mine.discard(i)
+        if not mine:
+            del self._on_front[aid]
+
+    def weights(self) -> dict[str, int]:
+        """artifact_id -> number of fronts it is on, dominated ones pruned lowest mean first."""
+        if not self._scores:
+            return {}
+        if not self.example_ids:  # no fronts: pruning leaves only the last in sort order
+            return {max(self._key, key=self._key.__getitem__): 1}
+        # A candidate is dominated when each of its fronts still holds another live candidate.
+        count = [len(b[best]) if best is not None else 0 for b, best in zip(self._buckets, self._best)]
+        alive = len(self._on_front)
+        weights: dict[str, int] = {}
+        for aid in sorted(self._on_front, key=self._key.__getitem__):
+            mine = self._on_front[aid]
+            if alive > 1 and all(count[i] > 1 for i in mine):
+                alive -= 1
+                for i in mine:
+                    count[i] -= 1
+            else:
+                weights[aid] = len(mine)
+        return weights
 
 
 def sample_parent(weights: Mapping[str, int], rng: random.Random) -> str:

@@ -124,6 +124,44 @@ def test_leader_includes_speculative_artifacts_and_skips_removed_ones() -> None:
     assert pool.leader().artifact_id == "seed"  # ties go to the older artifact, as in best()
 
 
+class Recorder:
+    """A derived structure that records what the pool tells it."""
+
+    def __init__(self, artifacts) -> None:
+        self.seen = [(a.artifact_id, a.status) for a in artifacts]
+
+    def apply(self, artifact: Artifact) -> None:
+        self.seen.append((artifact.artifact_id, artifact.status))
+
+
+def test_index_is_built_once_then_told_every_change_and_rebuilt_on_restore() -> None:
+    pool = Pool()
+    pool.add(art("a", scores={"e1": 0.5}))
+    rec = pool.index("rec", Recorder)
+    assert rec.seen == [("a", "confirmed")]
+    assert pool.index("rec", lambda arts: pytest.fail("built twice")) is rec
+    pool.add(art("b", ("a",), status="speculative"))
+    pool.set_status("b", "removed")
+    assert rec.seen == [("a", "confirmed"), ("b", "speculative"), ("b", "removed")]
+    pool.restore([pool.get("a")], [PoolChange(1, "add", "a", {})])
+    fresh = pool.index("rec", Recorder)
+    assert fresh is not rec and fresh.seen == [("a", "confirmed")]
+    assert pool.best().artifact_id == "a" and pool.leader().artifact_id == "a"
+
+
+def test_best_follows_rescoring_and_removal() -> None:
+    pool = Pool()
+    pool.add(art("seed", scores={"e1": 0.5}, status="seed"))
+    pool.add(art("x", ("seed",), scores={"e1": 0.9}, status="speculative"))
+    assert pool.best().artifact_id == "seed" and pool.leader().artifact_id == "x"
+    pool.set_status("x", "confirmed", val_scores={"e1": 0.4, "e2": 0.4})
+    assert pool.best().artifact_id == "seed" and pool.leader().artifact_id == "seed"
+    pool.set_status("x", "confirmed", val_scores={"e1": 1.0})
+    assert pool.best().artifact_id == "x"
+    pool.set_status("x", "removed")
+    assert pool.best().artifact_id == "seed" and pool.leader().artifact_id == "seed"
+
+
 def test_val_mean_of_empty_scores_is_zero() -> None:
     assert art("x").val_mean == 0.0
     assert art("x", scores={"a": 1.0, "b": 0.0}).val_mean == 0.5
