@@ -9,6 +9,7 @@ import random
 import time
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from engine.budget import Budget, Reservation
 from engine.config import RunConfig
@@ -20,6 +21,9 @@ from engine.selection.pareto import MinibatchSampler
 from engine.selection.val_order import ValidationOrder
 from engine.store.store import Store
 from engine.tasks.prompt_task import PromptTask
+
+if TYPE_CHECKING:
+    from engine.ledger import Ledger
 
 
 EXIT_NO_PROGRESS = 4
@@ -175,6 +179,8 @@ class RunContext:
     """(elapsed wall seconds, best val mean) whenever the best improves."""
     local_server: object | None = None
     """engine.llm.local.LocalServer of local:// endpoints; stopped by EngineRun.close()."""
+    ledger: Ledger | None = None
+    """The only writer of the pool (engine/ledger.py); set by the task's stage handlers."""
 
     def elapsed(self) -> float:
         return time.monotonic() - self.started_mono

@@ -213,6 +213,18 @@ class Notice(Event):
     message: str
 
 
+@dataclass(frozen=True, kw_only=True)
+class BestRestored(Event):
+    """An earlier validated artifact was made the run's active best again (engine/ledger.py)."""
+
+    kind: ClassVar[str] = "best_restored"
+    artifact_id: str
+    previous_id: str | None
+    val_mean: float
+    pool_version: int
+    reason: str
+
+
 class Subscription:
     """A bounded mailbox; when full the oldest event is dropped and counted."""
 

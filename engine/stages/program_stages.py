@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import time
 from collections import deque
+from typing import Mapping
 
 from engine import events as ev
 from engine.code.filters import ProgramFilters, program_hash
 from engine.code.patches import apply_reply, unified_diff
 from engine.context import FatalRunError, RunContext
 from engine.items import WorkItem
+from engine.ledger import EvalRow, Ledger
 from engine.llm.errors import LLMError
 from engine.pool import Artifact
 from engine.sandbox import EvalResult, Sandbox
@@ -47,6 +49,7 @@ class ProgramStages:
 
     def __init__(self, ctx: RunContext, sandbox: Sandbox | None = None) -> None:
         self.ctx = ctx
+        self.ledger = ctx.ledger = Ledger(ctx, evaluation_rows)
         self.task = ctx.task
         self.settings = ctx.task.settings
         # The run's key variables are dropped whatever they are called (not only *_API_KEY).
@@ -111,13 +114,8 @@ class ProgramStages:
         seed = Artifact(artifact_id="a000000", text=self.task.initial_program, parent_ids=(), created_version=0,
                         val_scores={SCORE_KEY: res.score}, status="seed", created_at=time.time(),
                         meta={"metrics": res.metrics, "feedback": _feedback_of(res), "eval_s": round(res.duration_s, 3)})
-        change = ctx.pool.add(seed, {"seed": True})
-        stored = ctx.pool.get(seed.artifact_id)
+        self.ledger.seed(seed)
         self.filters.remember(seed.text)
-        self.persist_artifact(stored, "seed")
-        ctx.store.insert_pool_event(ctx.run_id, change.version, change.kind, seed.artifact_id, dict(change.detail), time.time())
-        ctx.seed_id = seed.artifact_id
-        ctx.best_history.append((ctx.elapsed(), stored.val_mean))
 
     # -- propose ----------------------------------------------------------------------------
     def _others(self, parent: Artifact) -> list[tuple[str, float, str]]:
@@ -225,9 +223,7 @@ class ProgramStages:
         return item
 
     async def update(self, item: WorkItem) -> None:
-        ctx = self.ctx
         artifact_id = f"a{item.item_id[1:]}"
-        before = ctx.pool.best()
         art = Artifact(
             artifact_id=artifact_id, text=item.payload["child"],
             parent_ids=merge.parent_ids(item),
@@ -238,18 +234,7 @@ class ProgramStages:
                   "patch_format": self.settings.patch_format, "patch_retries": item.payload.get("patch_retries", 0),
                   "eval_s": item.payload.get("eval_s"), **merge.merge_meta(item)},
         )
-        change = ctx.pool.add(art, {"parent": item.parent_id, "val_mean": art.val_mean, "item_id": item.item_id})
-        stored = ctx.pool.get(artifact_id)
-        is_merge = "merge" in item.payload
-        self.persist_artifact(stored, "merge" if is_merge else "mutate")
-        ctx.store.insert_pool_event(ctx.run_id, change.version, change.kind, artifact_id, dict(change.detail), time.time())
-        ctx.tally.accepted += 1
-        ctx.merges.count_accepted(is_merge, ctx.tally)
-        is_best = before is None or stored.val_mean > before.val_mean
-        if is_best:
-            ctx.best_history.append((ctx.elapsed(), stored.val_mean))
-        ctx.bus.publish(ev.CandidateAccepted(item_id=item.item_id, artifact_id=artifact_id, parent_id=item.parent_id,
-                                             val_mean=stored.val_mean, pool_version=ctx.pool.version, best=is_best))
+        self.ledger.commit(item, art)  # counted and announced there
         item.payload["artifact_id"] = artifact_id
         item.end("accepted")
         return None
@@ -281,17 +266,11 @@ class ProgramStages:
         item.payload["reflected_at"] = ctx.pool.version
         return item
 
-    # -- persistence ------------------------------------------------------------------------
-    def persist_artifact(self, art: Artifact, operator: str) -> None:
-        ctx, now = self.ctx, time.time()
-        ctx.store.upsert_artifact(ctx.run_id, artifact_id=art.artifact_id, text=art.text, status=art.status,
-                                  parent_ids=list(art.parent_ids), created_version=art.created_version,
-                                  val_mean=art.val_mean, val_scores=dict(art.val_scores), minibatch=[],
-                                  created_at=art.created_at, meta=dict(art.meta))
-        for parent in art.parent_ids:
-            ctx.store.insert_lineage(ctx.run_id, parent, art.artifact_id, operator, now)
-        feedback = dict(art.meta.get("feedback") or {})
-        text = "; ".join(f"{k}: {v}" for k, v in feedback.items())[:META_TEXT_CAP]
-        rows = [(SCORE_KEY, "program", art.val_mean, text, "evaluate")]
-        rows += [(k, "metric", float(v), None, "evaluate") for k, v in dict(art.meta.get("metrics") or {}).items()]
-        ctx.store.insert_evaluations(ctx.run_id, art.artifact_id, rows, now)
+
+def evaluation_rows(art: Artifact, _feedback: Mapping[str, str]) -> list[EvalRow]:
+    """Evaluations of a program: its fitness (with the evaluator's feedback) and each metric."""
+    feedback = dict(art.meta.get("feedback") or {})
+    text = "; ".join(f"{k}: {v}" for k, v in feedback.items())[:META_TEXT_CAP]
+    rows: list[EvalRow] = [(SCORE_KEY, "program", art.val_mean, text, "evaluate")]
+    rows += [(k, "metric", float(v), None, "evaluate") for k, v in dict(art.meta.get("metrics") or {}).items()]
+    return rows

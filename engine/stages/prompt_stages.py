@@ -11,10 +11,12 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import time
+from typing import Mapping
 
 from engine import events as ev
 from engine.context import CallFailed, FatalRunError, RunContext
 from engine.items import WorkItem
+from engine.ledger import EvalRow, Ledger
 from engine.llm.errors import LLMError
 from engine.llm.shrink import middle_out
 from engine.pool import Artifact
@@ -43,6 +45,7 @@ class PromptStages(SpeculationMixin, ChainMixin):
 
     def __init__(self, ctx: RunContext) -> None:
         self.ctx = ctx
+        self.ledger = ctx.ledger = Ledger(ctx, evaluation_rows)
 
     # -- selection and budget -------------------------------------------------------------
     def select(self) -> tuple[str, list[str]]:
@@ -96,12 +99,7 @@ class PromptStages(SpeculationMixin, ChainMixin):
             status="seed",
             created_at=time.time(),
         )
-        change = ctx.pool.add(seed, {"seed": True})
-        stored = ctx.pool.get(seed.artifact_id)
-        self.persist_artifact(stored, [], {t["example_id"]: t["feedback"] for t in traces}, "seed")
-        ctx.store.insert_pool_event(ctx.run_id, change.version, change.kind, seed.artifact_id, dict(change.detail), time.time())
-        ctx.seed_id = seed.artifact_id
-        ctx.best_history.append((ctx.elapsed(), stored.val_mean))
+        self.ledger.seed(seed, {t["example_id"]: t["feedback"] for t in traces})
 
     # -- shared ---------------------------------------------------------------------------
     async def run_example(self, prompt_text: str, example_id: str, stage: str) -> dict:
@@ -284,13 +282,11 @@ class PromptStages(SpeculationMixin, ChainMixin):
     async def update(self, item: WorkItem) -> None:
         ctx = self.ctx
         artifact_id = f"a{item.item_id[1:]}"
-        before = ctx.pool.best()
         if "speculative" in item.payload:
             if not self.settle_speculative(item):
                 item.end("removed_speculative", "full validation did not confirm the partial score")
                 return None
-            stored = ctx.pool.get(artifact_id)
-            return self._accepted(item, stored, before)
+            return self._accepted(item, artifact_id)
         art = Artifact(
             artifact_id=artifact_id,
             text=item.payload["child"],
@@ -302,33 +298,13 @@ class PromptStages(SpeculationMixin, ChainMixin):
                   **({"rebased": item.payload["rebased"]} if "rebased" in item.payload else {}),
                   **merge.merge_meta(item)},
         )
-        change = ctx.pool.add(art, {"parent": item.parent_id, "val_mean": art.val_mean, "item_id": item.item_id})
-        stored = ctx.pool.get(artifact_id)
-        self.persist_artifact(stored, item.minibatch, item.payload.get("val_feedback", {}),
-                              operator="merge" if "merge" in item.payload else "mutate")
-        ctx.store.insert_pool_event(ctx.run_id, change.version, change.kind, artifact_id, dict(change.detail), time.time())
+        self.ledger.commit(item, art, item.payload.get("val_feedback", {}))
         if ctx.config.pipeline.mode == "chain":
             self.chain_committed(item, artifact_id)
-        return self._accepted(item, stored, before)
+        return self._accepted(item, artifact_id)
 
-    def _accepted(self, item: WorkItem, stored: Artifact, before: Artifact | None) -> None:
-        ctx = self.ctx
-        artifact_id = stored.artifact_id
-        ctx.tally.accepted += 1
-        ctx.merges.count_accepted("merge" in item.payload, ctx.tally)
-        is_best = before is None or stored.val_mean > before.val_mean
-        if is_best:
-            ctx.best_history.append((ctx.elapsed(), stored.val_mean))
-        ctx.bus.publish(
-            ev.CandidateAccepted(
-                item_id=item.item_id,
-                artifact_id=artifact_id,
-                parent_id=item.parent_id,
-                val_mean=stored.val_mean,
-                pool_version=ctx.pool.version,
-                best=is_best,
-            )
-        )
+    def _accepted(self, item: WorkItem, artifact_id: str) -> None:
+        """The ledger counted and announced the artifact; the item ends accepted."""
         item.payload["artifact_id"] = artifact_id
         item.end("accepted")
         return None
@@ -377,24 +353,7 @@ class PromptStages(SpeculationMixin, ChainMixin):
             item.payload["child"] = patched
         return item
 
-    # -- persistence of artifacts ---------------------------------------------------------
-    def persist_artifact(self, art: Artifact, minibatch: list[str], feedback: dict, operator: str,
-                         lineage: bool = True) -> None:
-        ctx, now = self.ctx, time.time()
-        ctx.store.upsert_artifact(
-            ctx.run_id,
-            artifact_id=art.artifact_id,
-            text=art.text,
-            status=art.status,
-            parent_ids=list(art.parent_ids),
-            created_version=art.created_version,
-            val_mean=art.val_mean,
-            val_scores=dict(art.val_scores),
-            minibatch=minibatch,
-            created_at=art.created_at,
-            meta=dict(art.meta),
-        )
-        for parent in art.parent_ids if lineage else ():
-            ctx.store.insert_lineage(ctx.run_id, parent, art.artifact_id, operator, now)
-        rows = [(ex, "val", score, feedback.get(ex, ""), "evaluate") for ex, score in art.val_scores.items()]
-        ctx.store.insert_evaluations(ctx.run_id, art.artifact_id, rows, now)
+
+def evaluation_rows(art: Artifact, feedback: Mapping[str, str]) -> list[EvalRow]:
+    """Evaluations of a prompt artifact: one validation row per example."""
+    return [(ex, "val", score, feedback.get(ex, ""), "evaluate") for ex, score in art.val_scores.items()]

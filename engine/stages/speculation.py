@@ -15,10 +15,9 @@ from engine.selection import merge
 
 
 class SpeculationMixin:
-    """Mixed into PromptStages, which provides ctx, recorder and persist_artifact()."""
+    """Mixed into PromptStages, which provides ctx, recorder and ledger (the pool's writer)."""
 
     def insert_speculative(self, item: WorkItem, child: str, prefix: list[dict], partial: float, threshold: float) -> None:
-        ctx = self.ctx
         art = Artifact(
             artifact_id=f"a{item.item_id[1:]}",
             text=child,
@@ -30,28 +29,19 @@ class SpeculationMixin:
             meta={"item_id": item.item_id, "partial": partial, "threshold": threshold,
                   **merge.merge_meta(item)},
         )
-        change = ctx.pool.add(art, {"speculative": True, "partial": partial, "threshold": threshold})
-        self.persist_artifact(ctx.pool.get(art.artifact_id), item.minibatch, {}, operator="mutate")
-        ctx.store.insert_pool_event(ctx.run_id, change.version, change.kind, art.artifact_id, dict(change.detail), time.time())
-        ctx.tally.speculative_inserted += 1
+        change = self.ledger.insert_speculative(item, art, partial, threshold)
         item.payload["speculative"] = {"id": art.artifact_id, "threshold": threshold, "version": change.version}
 
     def settle_speculative(self, item: WorkItem) -> bool:
-        """Confirm a speculative artifact on full validation or remove it; True if confirmed."""
-        ctx, spec = self.ctx, item.payload["speculative"]
+        """Confirm a speculative artifact on full validation (the ledger accepts it) or remove
+        it; True if confirmed."""
+        spec = item.payload["speculative"]
         full = item.payload["val"]
         mean = sum(full.values()) / len(full)
-        confirmed = mean > spec["threshold"]
-        status = "confirmed" if confirmed else "removed"
-        change = ctx.pool.set_status(spec["id"], status, full if confirmed else None,
-                                     {"val_mean": mean, "threshold": spec["threshold"]})
-        stored = ctx.pool.get(spec["id"])
-        self.persist_artifact(stored, item.minibatch, item.payload.get("val_feedback", {}) if confirmed else {},
-                              operator="mutate", lineage=False)
-        ctx.store.insert_pool_event(ctx.run_id, change.version, change.kind, spec["id"], dict(change.detail), time.time())
-        if confirmed:
-            ctx.tally.speculative_confirmed += 1
+        if mean > spec["threshold"]:
+            self.ledger.confirm(item, spec["id"], full, mean, spec["threshold"], item.payload.get("val_feedback", {}))
             return True
+        stored = self.ledger.remove(item, spec["id"], {"val_mean": mean, "threshold": spec["threshold"]})
         self._after_removal(spec, stored)
         return False
 
@@ -61,14 +51,10 @@ class SpeculationMixin:
         ctx, spec = self.ctx, item.payload["speculative"]
         if ctx.pool.get(spec["id"]).status != "speculative":
             return
-        change = ctx.pool.set_status(spec["id"], "removed", None, {"reason": "its item ended before validation"})
-        stored = ctx.pool.get(spec["id"])
-        self.persist_artifact(stored, item.minibatch, {}, operator="mutate", lineage=False)
-        ctx.store.insert_pool_event(ctx.run_id, change.version, change.kind, spec["id"], dict(change.detail), time.time())
+        stored = self.ledger.remove(item, spec["id"], {"reason": "its item ended before validation"})
         self._after_removal(spec, stored)
 
     def _after_removal(self, spec: dict, stored: Artifact) -> None:
-        self.ctx.tally.speculative_removed += 1
         # Work derived from the removed artifact falls back to its parent and is now stale.
         for other in self.recorder.in_flight.values():
             if other.parent_id == spec["id"]:

@@ -1,0 +1,181 @@
+"""The ledger: the only writer of a run's pool, its artifact rows and its pool_events rows.
+
+Rule (checked by tests/engine/test_ledger.py): nothing but this module calls `pool.add`,
+`pool.set_status` or `store.insert_pool_event`. Stages build an Artifact and hand it over;
+the ledger commits it. (`Pool.restore`, which rebuilds the pool from these rows on resume, is
+the one other pool mutator: it writes nothing.)
+
+Every operation does the same steps in the same order:
+
+    pool change -> artifact row -> lineage rows -> evaluation rows -> pool_events row
+                -> counters -> bus event (where the operation has one)
+
+The store's single writer commits its ops in the order they were enqueued, so a kill leaves a
+prefix of that sequence: a pool_events row is never written without its artifact row, and on
+resume the pool is rebuilt from exactly the pool_events rows that made it.
+
+Bus events are the ones the stages always published: CandidateAccepted for commit and confirm,
+BestRestored for restore; seeding and the speculative insert/remove have none.
+
+Restore: `restore(artifact_id, reason)` makes an earlier fully validated artifact the run's
+active best. The pool has no notion of an active best, so the change is recorded as a no-op
+status change of that artifact (it bumps the version and is in the changelog, so stale items
+see it) whose pool_events row has kind "restore" and detail {"restore": true, ...}. `best()`
+here honours it: after the newest restore, the best is the restored artifact unless an
+artifact added or confirmed since beats it. It is read from the changelog, so it survives a
+resume. `Pool.best()` itself does not know about restores (see the module's report).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Callable, Mapping, Sequence
+
+from engine import events as ev
+from engine.items import WorkItem
+from engine.pool import Artifact, PoolChange, PoolError
+
+if TYPE_CHECKING:
+    from engine.context import RunContext
+
+EvalRow = tuple[str, str, "float | None", "str | None", "str | None"]
+"""(example_id, split, score, feedback, stage): one row of the evaluations table."""
+
+EvalRows = Callable[[Artifact, Mapping[str, str]], list[EvalRow]]
+"""The task's evaluation rows of an artifact, given the feedback per example."""
+
+VALIDATED = ("seed", "confirmed")
+RESTORE = "restore"
+
+
+class Ledger:
+    """Commits artifacts of one run. `rows` turns an artifact and its feedback into evaluation
+    rows: prompt and program tasks store their scores differently."""
+
+    def __init__(self, ctx: RunContext, rows: EvalRows) -> None:
+        self.ctx = ctx
+        self.rows = rows
+
+    # -- operations -------------------------------------------------------------------------
+    def seed(self, art: Artifact, feedback: Mapping[str, str] | None = None) -> Artifact:
+        """The run's first artifact (pool version 1)."""
+        ctx = self.ctx
+        change = ctx.pool.add(art, {"seed": True})
+        stored = ctx.pool.get(art.artifact_id)
+        self._persist(stored, [], feedback or {}, "seed", lineage=True)
+        self._pool_event(change)
+        ctx.seed_id = stored.artifact_id
+        ctx.best_history.append((ctx.elapsed(), stored.val_mean))
+        return stored
+
+    def commit(self, item: WorkItem, art: Artifact, feedback: Mapping[str, str] | None = None) -> Artifact:
+        """A fully validated artifact of `item` enters the pool and is announced as accepted."""
+        ctx = self.ctx
+        before = self.best()
+        change = ctx.pool.add(art, {"parent": item.parent_id, "val_mean": art.val_mean, "item_id": item.item_id})
+        stored = ctx.pool.get(art.artifact_id)
+        self._persist(stored, item.minibatch, feedback or {}, _operator(item), lineage=True)
+        self._pool_event(change)
+        self._accept(item, stored, before)
+        return stored
+
+    def insert_speculative(self, item: WorkItem, art: Artifact, partial: float, threshold: float) -> PoolChange:
+        """An artifact scored on a validation prefix only: selectable as a parent, never best."""
+        ctx = self.ctx
+        change = ctx.pool.add(art, {"speculative": True, "partial": partial, "threshold": threshold})
+        # Lineage says "mutate" even for a merge: the rows the speculative path always wrote.
+        self._persist(ctx.pool.get(art.artifact_id), item.minibatch, {}, "mutate", lineage=True)
+        self._pool_event(change)
+        ctx.tally.speculative_inserted += 1
+        return change
+
+    def confirm(self, item: WorkItem, artifact_id: str, val_scores: Mapping[str, float], mean: float,
+                threshold: float, feedback: Mapping[str, str] | None = None) -> Artifact:
+        """Full validation confirmed a speculative artifact: it is now validated and accepted."""
+        ctx = self.ctx
+        before = self.best()
+        change = ctx.pool.set_status(artifact_id, "confirmed", val_scores, {"val_mean": mean, "threshold": threshold})
+        stored = ctx.pool.get(artifact_id)
+        # Lineage rows were written at the insert; only the scores and status change.
+        self._persist(stored, item.minibatch, feedback or {}, _operator(item), lineage=False)
+        self._pool_event(change)
+        ctx.tally.speculative_confirmed += 1
+        self._accept(item, stored, before)
+        return stored
+
+    def remove(self, item: WorkItem, artifact_id: str, detail: Mapping[str, object]) -> Artifact:
+        """A speculative artifact leaves the pool (it stays readable for lineage)."""
+        ctx = self.ctx
+        change = ctx.pool.set_status(artifact_id, "removed", None, detail)
+        stored = ctx.pool.get(artifact_id)
+        self._persist(stored, item.minibatch, {}, _operator(item), lineage=False)
+        self._pool_event(change)
+        ctx.tally.speculative_removed += 1
+        return stored
+
+    def restore(self, artifact_id: str, reason: str) -> PoolChange:
+        """Make an earlier validated artifact the run's active best again (see the docstring)."""
+        ctx = self.ctx
+        art = ctx.pool.get(artifact_id)
+        if art.status not in VALIDATED:
+            raise PoolError(f"artifact {artifact_id!r} is {art.status}: only a validated one can be restored")
+        previous = self.best()
+        detail = {RESTORE: True, "reason": reason, "previous_best": previous.artifact_id if previous else None}
+        # Same status and scores: the artifact is unchanged, so its row is not rewritten.
+        change = ctx.pool.set_status(artifact_id, art.status, None, detail)
+        self._pool_event(change, kind=RESTORE)
+        ctx.bus.publish(ev.BestRestored(artifact_id=artifact_id, previous_id=detail["previous_best"],
+                                        val_mean=art.val_mean, pool_version=change.version, reason=reason))
+        return change
+
+    # -- reads --------------------------------------------------------------------------------
+    def best(self) -> Artifact | None:
+        """The run's active best: `pool.best()` until a restore, then the restored artifact
+        unless one added or confirmed since is strictly better (ties go to the older one)."""
+        pool = self.ctx.pool
+        pin = self.last_restore()
+        if pin is None:
+            return pool.best()
+        later = {ch.artifact_id for ch in pool.changes_since(pin.version)}
+        candidates = [pool.get(pin.artifact_id)]
+        candidates += [pool.get(a) for a in sorted(later) if a in pool and pool.get(a).status in VALIDATED]
+        return max(candidates, key=lambda a: (a.val_mean, -a.created_version))
+
+    def last_restore(self) -> PoolChange | None:
+        """The newest restore change: kind "restore" after a resume, the marker in memory."""
+        for change in reversed(self.ctx.pool.changes_since(0)):
+            if change.kind == RESTORE or change.detail.get(RESTORE):
+                return change
+        return None
+
+    # -- steps ----------------------------------------------------------------------------------
+    def _persist(self, art: Artifact, minibatch: Sequence[str], feedback: Mapping[str, str], operator: str,
+                 lineage: bool) -> None:
+        ctx, now = self.ctx, time.time()
+        ctx.store.upsert_artifact(ctx.run_id, artifact_id=art.artifact_id, text=art.text, status=art.status,
+                                  parent_ids=list(art.parent_ids), created_version=art.created_version,
+                                  val_mean=art.val_mean, val_scores=dict(art.val_scores), minibatch=list(minibatch),
+                                  created_at=art.created_at, meta=dict(art.meta))
+        for parent in art.parent_ids if lineage else ():
+            ctx.store.insert_lineage(ctx.run_id, parent, art.artifact_id, operator, now)
+        ctx.store.insert_evaluations(ctx.run_id, art.artifact_id, self.rows(art, feedback), now)
+
+    def _pool_event(self, change: PoolChange, kind: str | None = None) -> None:
+        ctx = self.ctx
+        ctx.store.insert_pool_event(ctx.run_id, change.version, kind or change.kind, change.artifact_id,
+                                    dict(change.detail), time.time())
+
+    def _accept(self, item: WorkItem, stored: Artifact, before: Artifact | None) -> None:
+        ctx = self.ctx
+        ctx.tally.accepted += 1
+        ctx.merges.count_accepted("merge" in item.payload, ctx.tally)
+        is_best = before is None or stored.val_mean > before.val_mean
+        if is_best:
+            ctx.best_history.append((ctx.elapsed(), stored.val_mean))
+        ctx.bus.publish(ev.CandidateAccepted(item_id=item.item_id, artifact_id=stored.artifact_id,
+                                             parent_id=item.parent_id, val_mean=stored.val_mean,
+                                             pool_version=ctx.pool.version, best=is_best))
+
+
+def _operator(item: WorkItem) -> str:
+    return "merge" if "merge" in item.payload else "mutate"
