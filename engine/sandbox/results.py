@@ -51,6 +51,7 @@ def interpret(res: EvalResult, data: object) -> EvalResult:
     res.feedback = {str(k): str(v) for k, v in (data.get("artifacts") or {}).items()}
     res.private = data.get("private") or {}
     res.stages = list(data.get("stages") or [])
+    res.warnings.extend(str(w) for w in data.get("warnings") or [])
     metrics: dict[str, float] = {}
     for key, value in metrics_raw.items() if isinstance(metrics_raw, dict) else []:
         if isinstance(value, (int, float)) and not isinstance(value, bool):

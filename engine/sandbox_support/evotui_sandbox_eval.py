@@ -61,6 +61,18 @@ def clean(value):
     return repr(value)[:ARTIFACT_CAP]
 
 
+def numeric(value):
+    """A metric value as a float where it is one, numeric strings ("0.9") included, as OpenEvolve
+    accepts them; anything else unchanged (it becomes feedback)."""
+    value = clean(value)
+    if isinstance(value, str):
+        try:
+            return float(value.strip())
+        except ValueError:
+            return value
+    return value
+
+
 def as_result(raw, where):
     """(metrics, artifacts) of an evaluate() return value: a dict or an EvaluationResult."""
     if hasattr(raw, "metrics") and hasattr(raw, "artifacts"):
@@ -70,9 +82,11 @@ def as_result(raw, where):
     else:
         raise TypeError(f"{where} returned {type(raw).__name__}; return a dict of metrics")
     out_m, out_a = {}, {}
-    for key, value in list(metrics.items()) + [(k, v) for k, v in artifacts.items()]:
-        value = clean(value)
-        (out_m if isinstance(value, float) and key in metrics else out_a)[str(key)] = value
+    for key, value in metrics.items():
+        value = numeric(value)
+        (out_m if isinstance(value, float) else out_a)[str(key)] = value
+    for key, value in artifacts.items():
+        out_a[str(key)] = clean(value)
     return out_m, out_a
 
 
@@ -97,7 +111,8 @@ def run_openevolve(spec):
         if not callable(getattr(module, "evaluate", None)):
             raise AttributeError(f"{os.path.basename(path)} defines no evaluate(program_path) function")
         names = ["evaluate"]
-    thresholds = list(spec.get("thresholds") or [])
+    # Thresholds belong to a cascade: a single evaluate() is never "stopped after" anything.
+    thresholds = list(spec.get("thresholds") or []) if names != ["evaluate"] else []
     metrics, artifacts = {}, {}
     for k, name in enumerate(names):
         m, a = as_result(getattr(module, name)(program), name)
@@ -140,7 +155,7 @@ def run_shinka(spec):
         elif key == "private" and isinstance(value, dict):
             private = {str(k): clean(v) for k, v in value.items()}
         else:
-            v = clean(value)
+            v = numeric(value)
             (metrics if isinstance(v, float) else artifacts)[str(key)] = v
     if not correct.get("correct", False):
         err = correct.get("error") or "evaluate.py marked the program incorrect"
@@ -149,9 +164,56 @@ def run_shinka(spec):
     return {"ok": True, "metrics": metrics, "artifacts": artifacts, "private": private, "stages": []}
 
 
+class ImportWatch:
+    """Records ImportErrors raised by import statements in the evaluator or the candidate, even
+    when the evaluator catches them: an evaluator that swallows one usually scores 0 for a missing
+    module, not for a bad program, and the user should hear about it."""
+
+    def __init__(self, files):
+        self.files = {os.path.realpath(f) for f in files}
+        self.seen = []
+        self._original = None
+
+    def __enter__(self):
+        import builtins
+
+        self._original = original = builtins.__import__
+
+        def watched(name, globals=None, locals=None, fromlist=(), level=0):
+            try:
+                return original(name, globals, locals, fromlist, level)
+            except ImportError as exc:
+                where = (globals or {}).get("__file__")
+                if where and os.path.realpath(where) in self.files and len(self.seen) < 5:
+                    self.seen.append(f"{os.path.basename(where)}: {exc}")
+                raise
+
+        builtins.__import__ = watched
+        return self
+
+    def __exit__(self, *exc_info):
+        import builtins
+
+        builtins.__import__ = self._original
+        return False
+
+    def warnings(self):
+        return [f"an import failed while evaluating ({seen}); if the evaluator caught it, its score "
+                "reflects the missing module, not the program" for seen in self.seen]
+
+
 def evaluate(spec):
     """Run the evaluator; its failure (whatever it is) becomes the result, never an exception."""
     sys.path[:0] = [spec["support_dir"], os.path.dirname(spec["evaluator"])]
+    watch = ImportWatch([spec["evaluator"], spec["program"]])
+    with watch:
+        out = _evaluate(spec)
+    if watch.seen and out.get("ok"):
+        out["warnings"] = [*out.get("warnings", []), *watch.warnings()]
+    return out
+
+
+def _evaluate(spec):
     try:
         return run_shinka(spec) if spec["mode"] == "shinka" else run_openevolve(spec)
     except MemoryError:
