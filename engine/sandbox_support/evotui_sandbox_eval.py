@@ -61,11 +61,11 @@ def clean(value):
     return repr(value)[:ARTIFACT_CAP]
 
 
-def numeric(value):
-    """A metric value as a float where it is one, numeric strings ("0.9") included, as OpenEvolve
-    accepts them; anything else unchanged (it becomes feedback)."""
+def numeric(key, value):
+    """A metric value, cleaned; a combined_score given as a numeric string ("0.9") is a number, as
+    OpenEvolve accepts it. Other strings stay strings (they are feedback for the proposer)."""
     value = clean(value)
-    if isinstance(value, str):
+    if key == "combined_score" and isinstance(value, str):
         try:
             return float(value.strip())
         except ValueError:
@@ -83,7 +83,7 @@ def as_result(raw, where):
         raise TypeError(f"{where} returned {type(raw).__name__}; return a dict of metrics")
     out_m, out_a = {}, {}
     for key, value in metrics.items():
-        value = numeric(value)
+        value = numeric(key, value)
         (out_m if isinstance(value, float) else out_a)[str(key)] = value
     for key, value in artifacts.items():
         out_a[str(key)] = clean(value)
@@ -155,7 +155,7 @@ def run_shinka(spec):
         elif key == "private" and isinstance(value, dict):
             private = {str(k): clean(v) for k, v in value.items()}
         else:
-            v = numeric(value)
+            v = numeric(key, value)
             (metrics if isinstance(v, float) else artifacts)[str(key)] = v
     if not correct.get("correct", False):
         err = correct.get("error") or "evaluate.py marked the program incorrect"
