@@ -255,6 +255,9 @@ class RunConfig(_Model):
     pipeline: PipelineConfig = Field(default_factory=PipelineConfig)
     budget: BudgetConfig = Field(default_factory=BudgetConfig)
     store: StoreConfig = Field(default_factory=StoreConfig)
+    program: dict = Field(default_factory=dict)
+    """Program-task settings over the task's own ([program] keys of task.toml; checked when the
+    task is loaded), e.g. from an OpenEvolve config.yaml given with --config."""
 
     @property
     def reflection(self) -> EndpointConfig:

@@ -38,7 +38,7 @@ from engine.run_lease import keep_lease, mark_interrupted, release_quietly, remo
 from engine.store.lease import Lease
 from engine.store.store import Store, StoreError
 from engine.stages.program_stages import ProgramStages
-from engine.tasks.loader import load_any_task
+from engine.tasks.loader import load_any_task, with_program_settings
 from engine.tasks.prompt_task import PromptTask, TaskError
 
 SIM_BASE = "http://sim/v1"
@@ -95,6 +95,7 @@ class EngineRun:
         try:
             task = load_any_task(task_ref)
             config = build_config([("defaults of task.toml", task.defaults), *layers])
+            task = with_program_settings(task, config.program)
         except (TaskError, ConfigError) as exc:
             raise SetupError(str(exc)) from None
         if config.pipeline.mode == "chain" and getattr(task, "kind", "prompt") == "program":
@@ -142,6 +143,7 @@ class EngineRun:
             task = load_any_task(record.task_path)
             config = build_config([("stored run config", record.config),
                                    ("command line", {**(overrides or {}), "budget": budget_overrides})])
+            task = with_program_settings(task, config.program)
         except (TaskError, ConfigError) as exc:
             await store.close()
             raise SetupError(f"cannot resume {run_id}: {exc}") from None

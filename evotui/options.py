@@ -82,6 +82,23 @@ def local_layers(args: argparse.Namespace) -> tuple[list[tuple[str, dict]], dict
     return [("--llm local defaults", LOCAL_DEFAULTS)], cli
 
 
+def read_config_file(path: Path) -> dict:
+    """A --config file: evotui TOML, or an OpenEvolve YAML (its keys mapped, the rest listed)."""
+    if path.suffix.lower() not in (".yaml", ".yml"):
+        return read_toml(path)
+    import sys
+
+    from engine.tasks.openevolve_config import map_openevolve, read_openevolve_yaml
+
+    try:
+        mapped = map_openevolve(read_openevolve_yaml(path))
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    for warning in mapped.warnings(path.name):
+        print(f"evotui: warning: {warning}", file=sys.stderr)
+    return {**mapped.run, **({"program": mapped.settings} if mapped.settings else {})}
+
+
 def _put(layer: dict, path: str, value) -> None:
     node = layer
     *parents, leaf = path.split(".")
@@ -108,7 +125,7 @@ def config_layers(args: argparse.Namespace) -> list[tuple[str, dict]]:
     below, cli = local_layers(args)
     layers: list[tuple[str, dict]] = list(below)
     if args.config is not None:
-        layers.append((str(args.config), read_toml(args.config)))
+        layers.append((str(args.config), read_config_file(args.config)))
     simple = {
         "llm_url": "task_llm.url",
         "model": "task_llm.model",

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from engine.code.evolve_blocks import check_syntax
 from engine.code.patches import check_outside
 
-KINDS = ("no_op", "duplicate", "syntax", "region")
+KINDS = ("no_op", "length", "duplicate", "syntax", "region")
 
 
 def normalise(text: str) -> str:
@@ -44,6 +44,8 @@ class ProgramFilters:
     known: set[str] = field(default_factory=set)
     counts: Counter = field(default_factory=Counter)
     passed: int = 0
+    max_length: int | None = None
+    """Longest program in characters (OpenEvolve's max_code_length); None = no limit."""
 
     def remember(self, text: str) -> str:
         digest = program_hash(text)
@@ -62,6 +64,8 @@ class ProgramFilters:
     def _verdict(self, parent: str, child: str) -> Verdict:
         if normalise(parent) == normalise(child):
             return Verdict("no_op", "no-op: the patch leaves the program unchanged")
+        if self.max_length is not None and len(child) > self.max_length:
+            return Verdict("length", f"length: {len(child)} characters, over the limit of {self.max_length}")
         if program_hash(child) in self.known:
             return Verdict("duplicate", "duplicate: this exact program is already in the pool or being evaluated")
         violation = check_outside(parent, child)

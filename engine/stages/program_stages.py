@@ -56,7 +56,7 @@ class ProgramStages:
         keys = frozenset(ep.api_key_env for ep in (ctx.config.task_llm, ctx.config.reflection) if ep.api_key_env)
         self.sandbox = sandbox or Sandbox(self.settings.limits(), concurrency=self.settings.eval_concurrency,
                                           secret_vars=keys)
-        self.filters = ProgramFilters()
+        self.filters = ProgramFilters(max_length=self.settings.max_code_length)
         for art in ctx.pool.artifacts():
             self.filters.remember(art.text)
         self.failures: deque[str] = deque(maxlen=max(1, self.settings.num_failures))

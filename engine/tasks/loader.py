@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 
-from engine.config import ConfigError, read_toml
-from engine.tasks.program_task import EXPECTED, ProgramTask, detect_format, load_program_task
+from pydantic import ValidationError
+
+from engine.config import ConfigError, format_validation_error, read_toml
+from engine.tasks.program_task import EXPECTED, ProgramSettings, ProgramTask, detect_format, load_program_task
 from engine.tasks.prompt_task import PromptTask, TaskError, load_task, resolve_task_path
 
 
@@ -25,3 +28,18 @@ def load_any_task(name_or_path: str) -> PromptTask | ProgramTask:
         if kind != "program":
             raise TaskError(f"{folder / 'task.toml'}: kind {kind!r} is not supported; use \"prompt\" or \"program\"")
     return load_program_task(folder)
+
+
+def with_program_settings(task, overrides: dict):
+    """The task with RunConfig.program applied over its own program settings (TaskError naming
+    the key when one is wrong); a prompt task refuses program settings."""
+    if not overrides:
+        return task
+    if getattr(task, "kind", "prompt") != "program":
+        raise TaskError(f"[program] settings ({', '.join(sorted(overrides))}) apply to program tasks; "
+                        f"{task.name} is a prompt task")
+    try:
+        settings = ProgramSettings.model_validate({**task.settings.model_dump(), **overrides})
+    except ValidationError as err:
+        raise TaskError(format_validation_error(err, "[program] settings")) from None
+    return replace(task, settings=settings)

@@ -27,6 +27,7 @@ from engine.code.evolve_blocks import RegionError, check_syntax, find_regions
 from engine.code.patches import FORMATS
 from engine.config import ConfigError, format_validation_error, read_toml
 from engine.sandbox import SandboxLimits
+from engine.tasks.openevolve_config import OPENEVOLVE_DEFAULTS, OpenEvolveConfig, map_openevolve, read_openevolve_yaml
 from engine.tasks.prompt_task import TaskError
 
 NATIVE_KEYS = {"name", "kind", "description", "initial_program", "evaluator", "program", "defaults"}
@@ -65,6 +66,8 @@ class ProgramSettings(BaseModel):
     """Tournaments draw from this many top programs."""
     explore_prob: float = Field(default=0.2, ge=0, le=1)
     """Chance that select() picks a uniformly random program instead of a tournament winner."""
+    max_code_length: int | None = Field(default=None, gt=0)
+    """Longest candidate program in characters; longer ones are filtered before evaluation."""
 
     def limits(self) -> SandboxLimits:
         return SandboxLimits(wall_s=self.eval_timeout_s, memory_mb=self.eval_memory_mb, nproc=self.eval_nproc,
@@ -169,81 +172,32 @@ def load_native(folder: Path, spec: dict) -> ProgramTask:
     )
 
 
-# OpenEvolve config.yaml -> (our setting or defaults path). Everything else is listed as ignored.
-_OE_MAP = {
-    ("prompt", "system_message"): "system_message",
-    ("diff_based_evolution",): "patch_format",
-    ("evaluator", "timeout"): "eval_timeout_s",
-    ("evaluator", "cascade_evaluation"): "cascade",
-    ("evaluator", "cascade_thresholds"): "cascade_thresholds",
-    ("evaluator", "parallel_evaluations"): "eval_concurrency",
-    ("prompt", "num_top_programs"): "num_top",
-    ("prompt", "num_diverse_programs"): "num_diverse",
-    ("max_iterations",): "defaults.budget.max_proposals",
-    ("random_seed",): "defaults.seed",
-}
-
-
-def _flatten(data: dict, prefix: tuple = ()) -> dict[tuple, object]:
-    out: dict[tuple, object] = {}
-    for key, value in data.items():
-        path = (*prefix, str(key))
-        if isinstance(value, dict) and value and path not in _OE_MAP:
-            out.update(_flatten(value, path))
-        else:
-            out[path] = value
-    return out
-
-
-def _openevolve_config(path: Path) -> tuple[dict, dict, list[str]]:
-    import yaml
-
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    except yaml.YAMLError as exc:
-        raise TaskError(f"{path}: not valid YAML ({str(exc).splitlines()[0]})") from None
-    if not isinstance(data, dict):
-        raise TaskError(f"{path}: expected a mapping at the top level")
-    settings: dict = {}
-    defaults: dict = {}
-    ignored: list[str] = []
-    for key, value in _flatten(data).items():
-        target = _OE_MAP.get(key)
-        if target is None:
-            ignored.append(".".join(key))
-        elif value is None:
-            continue
-        elif target == "patch_format":
-            settings[target] = "diff" if value else "full"
-        elif target.startswith("defaults."):
-            parts = target.split(".")[1:]
-            node = defaults
-            for part in parts[:-1]:
-                node = node.setdefault(part, {})
-            node[parts[-1]] = value
-        else:
-            settings[target] = value
-    warnings = [f"{path.name}: ignored key(s) with no evotui equivalent: {', '.join(sorted(ignored))}"] if ignored else []
-    return settings, defaults, warnings
-
-
 def load_openevolve(folder: Path) -> ProgramTask:
     program = _read_program(folder / "initial_program.py")
     evaluator = folder / "evaluator.py"
     _check_evaluator(evaluator, shinka=False)
-    settings, defaults, warnings = {}, {}, []
     cfg = folder / "config.yaml"
     if not cfg.is_file() and (folder / "config.yml").is_file():
         cfg = folder / "config.yml"
+    mapped = OpenEvolveConfig()
     if cfg.is_file():
-        settings, defaults, warnings = _openevolve_config(cfg)
+        try:
+            mapped = map_openevolve(read_openevolve_yaml(cfg))
+        except ValueError as exc:
+            raise TaskError(str(exc)) from None
+    warnings = mapped.warnings(cfg.name)
+    # OpenEvolve's own defaults where its config is silent (300 s timeout, cascade on).
+    settings = {**OPENEVOLVE_DEFAULTS, **mapped.settings}
     funcs = _evaluator_functions(evaluator)
     if settings.get("cascade") and "evaluate_stage1" not in funcs:
-        warnings.append(f"{cfg.name}: cascade_evaluation is on but evaluator.py has no evaluate_stage1; using evaluate")
+        if "cascade" in mapped.settings:
+            warnings.append(f"{cfg.name}: cascade_evaluation is on but evaluator.py has no evaluate_stage1; "
+                            "using evaluate")
+        settings["cascade"] = False
     return ProgramTask(
         name=folder.name, path=folder, description=_docstring(program), initial_program=program,
         evaluator=evaluator.resolve(), format="openevolve", settings=_settings(settings, str(cfg)),
-        defaults=defaults, warnings=tuple(warnings),
+        defaults=mapped.run, warnings=tuple(warnings),
     )
 
 

@@ -135,9 +135,10 @@ def test_openevolve_config_mapping(oe_folder):
     assert s.system_message == "You optimise a single number." and s.patch_format == "diff"
     assert s.eval_timeout_s == 20 and s.cascade is False and s.cascade_thresholds == [0.5, 0.8]
     assert s.eval_concurrency == 2 and s.num_top == 2
-    assert task.defaults == {"budget": {"max_proposals": 25}, "seed": 7}
-    assert len(task.warnings) == 1
-    assert "llm.models" in task.warnings[0] and "database.population_size" in task.warnings[0]
+    # llm.temperature is honoured; the model needs an api_base to mean anything (a note says so).
+    assert task.defaults == {"budget": {"max_proposals": 25}, "seed": 7, "task_llm": {"temperature": 0.7}}
+    assert len(task.warnings) == 2
+    assert "'gpt-4o' but no api_base" in task.warnings[0] and "database.population_size" in task.warnings[1]
 
 
 def test_openevolve_full_rewrite_mapping(oe_folder):
