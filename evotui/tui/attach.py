@@ -155,7 +155,8 @@ class AttachBackend(Backend):
             return None
         snap = self._live or self._db_snapshot()
         scores = [a.score for a in self._artifacts if a.score is not None]
-        self._hist.add(snap, sum(scores) / len(scores) if scores else None)
+        self._hist.add(snap, sum(scores) / len(scores) if scores else None,
+                       finished=str(self._row.get("status", "")) != "running")
         config = self._row.get("config") or {}
         scale = float((config.get("sim") or {}).get("time_scale", 1.0)) if snap.simulated else 1.0
         llm = tuple(LLMStat(s.endpoint, s.in_flight, s.calls, s.errors, s.retries, None, None,

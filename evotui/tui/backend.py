@@ -137,7 +137,9 @@ class _Histories:
     depths: dict[str, deque] = field(default_factory=dict)
     decisions: deque = field(default_factory=lambda: deque(maxlen=8))
 
-    def add(self, snap: EngineSnapshot, mean: float | None) -> None:
+    def add(self, snap: EngineSnapshot, mean: float | None, finished: bool = False) -> None:
+        if finished or snap.state == "paused":
+            return  # the plots are over running time; idle samples would only repaint them
         if snap.best_score is not None:
             self.scores.append((snap.best_score, mean if mean is not None else snap.best_score))
         for st in snap.stages:
@@ -213,7 +215,7 @@ class LiveBackend(Backend):
 
     def frame(self) -> Frame:
         snap = self.run.snapshot()
-        self._hist.add(snap, self._mean(snap.pool_version))
+        self._hist.add(snap, self._mean(snap.pool_version), bool(self.finished))
         llm = []
         for s in snap.llm:
             lat = list(self._latency.get(s.endpoint, ()))

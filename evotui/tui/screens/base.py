@@ -17,8 +17,12 @@ MIN_W, MIN_H = 60, 16
 class EvoScreen(Screen):
     """Subclasses yield their widgets from body() and refresh them in apply()."""
 
+    status_bar: StatusBar | None = None
+    """Kept, not queried: apply() runs on every sampler tick."""
+
     def compose(self) -> ComposeResult:
-        yield StatusBar(id="status")
+        self.status_bar = StatusBar(id="status")
+        yield self.status_bar
         with Vertical(id="body"):
             yield from self.body()
         yield Static(id="too-small")
@@ -45,12 +49,14 @@ class EvoScreen(Screen):
                 f"Terminal too small: {w}x{h}. evotui needs at least {MIN_W}x{MIN_H} (80x24 recommended). "
                 "The run continues; enlarge the window or press q to quit.")
 
-    def apply(self, frame: Frame, app) -> None:
-        bars = self.query(StatusBar)
-        if not self.ready or not bars:
-            return  # not composed yet, or being torn down (e.g. while the editor suspends the app)
-        bars.first().show(frame, app.selected_stage)
+    def apply(self, frame: Frame, app) -> bool:
+        """Show `frame`; False if the screen could not (the sampler then offers it again)."""
+        bar = self.status_bar
+        if not self.ready or bar is None or not bar.is_attached:
+            return False  # not composed yet, or being torn down (e.g. while the editor suspends the app)
+        bar.show(frame, app.selected_stage)
         self.refresh_body(frame, app)
+        return True
 
     def refresh_body(self, frame: Frame, app) -> None:
         pass

@@ -22,25 +22,29 @@ with **+**/**-**. Space pauses; **2** opens the review queue, **3** the lineage.
     def __init__(self) -> None:
         super().__init__()
         self._log_seen = 0
+        # Kept rather than queried on every sampler tick; each panel skips its own repaint when
+        # its markup did not change.
+        self.queues = QueuePanel(id="queues", classes="panel")
+        self.scores = ScoresPanel(id="scores", classes="panel")
+        self.panels = (GapsPanel(id="gaps", classes="panel"), BudgetPanel(id="budget", classes="panel"),
+                       LLMPanel(id="llm", classes="panel"))
+        self.log_view: Log | None = None
 
     def body(self) -> ComposeResult:
         with Grid(id="dash"):
-            yield QueuePanel(id="queues", classes="panel")
-            yield ScoresPanel(id="scores", classes="panel")
-            yield GapsPanel(id="gaps", classes="panel")
-            yield BudgetPanel(id="budget", classes="panel")
-            yield LLMPanel(id="llm", classes="panel")
-        log = Log(id="log", max_lines=getattr(self.app, "log_lines", 500), classes="panel")
-        log.border_title = "Events"
-        yield log
+            yield self.queues
+            yield self.scores
+            yield from self.panels
+        self.log_view = Log(id="log", max_lines=getattr(self.app, "log_lines", 500), classes="panel")
+        self.log_view.border_title = "Events"
+        yield self.log_view
 
     def refresh_body(self, frame: Frame, app) -> None:
-        self.query_one(QueuePanel).show(frame, selected=app.selected_stage)
-        self.query_one(ScoresPanel).show(frame)
-        self.query_one(GapsPanel).show(frame)
-        self.query_one(BudgetPanel).show(frame)
-        self.query_one(LLMPanel).show(frame)
+        self.queues.show(frame, selected=app.selected_stage)
+        self.scores.show(frame)
+        for panel in self.panels:
+            panel.show(frame)
         lines, seq = app.sampler.lines_since(self._log_seen)
-        if lines:
-            self.query_one(Log).write_lines(lines)
+        if lines and self.log_view is not None:
+            self.log_view.write_lines(lines)
         self._log_seen = seq

@@ -1,5 +1,10 @@
 """Dashboard panels. Each renders one Frame into markup that uses theme variables only; states
 and warnings are spelled out in words or symbols as well as colour.
+
+Panels are quiet: a panel builds its markup (cheap) and hands it to the widget only when it
+differs from what it last rendered, because every update() repaints the panel's whole region on
+the terminal, which over SSH is the TUI's main cost. A change that keeps every line's length asks
+for a repaint without a layout pass.
 """
 
 from __future__ import annotations
@@ -32,7 +37,33 @@ def fmt(value: float | None, spec: str = ".3f") -> str:
     return "-" if value is None else format(value, spec)
 
 
-class Panel(Static):
+def _shape(markup: str) -> tuple[int, ...]:
+    """Line lengths of the markup: equal shapes wrap alike, so an update needs no layout pass."""
+    return tuple(len(line) for line in markup.split("\n"))
+
+
+class QuietStatic(Static):
+    """A Static that ignores an update with the markup it already shows."""
+
+    renders = 0
+    """How many times the content really changed (tests assert on it)."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self._shown: str | None = None
+
+    def show_markup(self, markup: str) -> bool:
+        """Update if `markup` differs from the last one; returns whether it did."""
+        if markup == self._shown:
+            return False
+        relayout = self._shown is None or _shape(markup) != _shape(self._shown)
+        self._shown = markup
+        self.renders += 1
+        self.update(markup, layout=relayout)
+        return True
+
+
+class Panel(QuietStatic):
     """A bordered block of markup; subclasses implement text(frame)."""
 
     TITLE = ""
@@ -41,7 +72,7 @@ class Panel(Static):
         self.border_title = self.TITLE
 
     def show(self, frame: Frame, **ctx) -> None:
-        self.update(self.text(frame, **ctx))
+        self.show_markup(self.text(frame, **ctx))
 
     def text(self, frame: Frame, **ctx) -> str:
         raise NotImplementedError
@@ -125,12 +156,19 @@ def budget_line(snap) -> str:
 class ScoresPanel(Vertical):
     """Best and mean validation score over time (two sparklines) and rates."""
 
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self._history: tuple | None = None
+        self.text_widget = QuietStatic(id="scores-text")
+        self.spark_best = Sparkline((), id="spark-best")
+        self.spark_mean = Sparkline((), id="spark-mean")
+
     def compose(self) -> ComposeResult:
-        yield Static(id="scores-text")
+        yield self.text_widget
         yield Static("best", classes="spark-label")
-        yield Sparkline((), id="spark-best")
+        yield self.spark_best
         yield Static("mean", classes="spark-label")
-        yield Sparkline((), id="spark-mean")
+        yield self.spark_mean
 
     def on_mount(self) -> None:
         self.border_title = "Scores"
@@ -139,23 +177,25 @@ class ScoresPanel(Vertical):
         snap = frame.snap
         acc = frame.acceptance
         rate_basis = "sim-min" if snap.simulated else "min"
-        self.query_one("#scores-text", Static).update(
+        self.text_widget.show_markup(
             f"best [b]{fmt(snap.best_score)}[/] ({escape(snap.best_id or '-')}) · seed {fmt(snap.seed_score)}\n"
             f"{frame.proposals_per_min:.2f} prop/{rate_basis} · accept {fmt(acc and acc * 100, '.0f')}%"
             f" ({snap.accepted}/{snap.rejected}/{snap.failed} acc/rej/fail)\n"
             f"[$text-muted]v{snap.pool_version} · stale gaps {sum(v for k, v in snap.gap_histogram.items() if k)}"
             f" · discarded {snap.discarded_stale} · {budget_line(snap)}[/]")
         hist = frame.score_history
-        self.query_one("#spark-best", Sparkline).data = tuple(float(b) for b, _ in hist)
-        self.query_one("#spark-mean", Sparkline).data = tuple(float(m) for _, m in hist)
+        if hist != self._history:  # the sparklines repaint only when a sample was added
+            self._history = hist
+            self.spark_best.data = tuple(float(b) for b, _ in hist)
+            self.spark_mean.data = tuple(float(m) for _, m in hist)
 
 
-class StatusBar(Static):
+class StatusBar(QuietStatic):
     """One line on every screen: run state (in words), simulated banner, source, pending reviews."""
 
     def show(self, frame: Frame | None, selected: str = "") -> None:
         if frame is None:
-            self.update("[$text-muted]waiting for the run...[/]")
+            self.show_markup("[$text-muted]waiting for the run...[/]")
             return
         snap = frame.snap
         state = frame.finished.upper() if frame.finished else snap.state.upper()
@@ -163,7 +203,7 @@ class StatusBar(Static):
         sim = f" [$evo-banner b]SIMULATED x{frame.time_scale:g}[/]" if snap.simulated else ""
         gates = "+".join(g for g, on in snap.review_gates.items() if on) or "off"
         ro = "" if frame.can_control else " [$error]READ-ONLY[/]"
-        self.update(
+        self.show_markup(
             f"[{style} b]■ {state}[/]{sim} {escape(snap.run_id)} · {escape(frame.source)}{ro} · "
             f"{snap.elapsed_s:,.0f}s · v{snap.pool_version} · best {fmt(snap.best_score)} · "
             f"review {snap.review_pending} waiting (gates {gates}) · stage {selected or '-'}")

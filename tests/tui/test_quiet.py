@@ -1,0 +1,117 @@
+"""A quiet TUI: nothing is repainted when the data did not change, nothing is written while paused.
+
+Repaints are measured by counting render() calls on every widget of the screen (Textual calls
+it whenever a widget's region must be drawn again); terminal bytes by running the real TUI in a
+pseudo-terminal (evotui.bench_ui) and counting what it writes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+
+import pytest
+
+from engine.runner import EngineRun
+from evotui import bench_ui
+from evotui.tui.app import EvoApp
+from evotui.tui.backend import LiveBackend
+from evotui.tui.screens.dashboard import DashboardScreen
+from evotui.tui.settings import UISettings
+from tests.tui.fakes import frozen_app
+
+LAYER = {"sim": {"time_scale": 400}, "budget": {"max_proposals": 400}}
+
+
+def count_renders(screen) -> Counter:
+    """Wrap render() of every widget on `screen`; the Counter fills in as widgets repaint."""
+    counts: Counter = Counter()
+    for widget in screen.walk_children(with_self=True):
+        original = widget.render
+
+        def counted(original=original, name=widget.id or type(widget).__name__):
+            counts[name] += 1
+            return original()
+
+        widget.render = counted
+    return counts
+
+
+async def settle(pilot, seconds: float) -> None:
+    await pilot.pause(seconds)
+    await pilot.wait_for_scheduled_animations()
+
+
+async def test_an_unchanged_frame_repaints_nothing():
+    app = frozen_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot, 0.3)
+        screen = app.screen
+        assert isinstance(screen, DashboardScreen)
+        assert app.sampler.applied == 1
+        renders_before = {p.id: p.renders for p in (screen.queues, *screen.panels, screen.status_bar)}
+        counts = count_renders(screen)
+        for _ in range(10):
+            app.sampler.tick()
+            await pilot.pause()
+        await settle(pilot, 0.3)
+        assert app.sampler.ticks >= 11
+        assert app.sampler.applied == 1, "a frame equal to the last one must not reach the screen"
+        assert {p.id: p.renders for p in (screen.queues, *screen.panels, screen.status_bar)} == renders_before
+        assert sum(counts.values()) == 0, f"repainted without a change: {dict(counts)}"
+
+
+async def test_a_panel_skips_an_update_with_the_same_markup():
+    app = frozen_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot, 0.3)
+        screen = app.screen
+        frame = app.sampler.frame
+        counts = count_renders(screen)
+        # Applying the same frame directly (bypassing the sampler's check) changes no markup.
+        with app.batch_update():
+            screen.apply(frame, app)
+        await settle(pilot, 0.2)
+        assert sum(counts.values()) == 0, dict(counts)
+        # A stage selection changes only the queue panel and the status line.
+        app.selected_stage = "propose"
+        app.sampler.tick()
+        await settle(pilot, 0.2)
+        assert set(counts) <= {"queues", "status"}, dict(counts)
+        assert counts["queues"] >= 1 and counts["status"] >= 1
+
+
+async def test_a_paused_live_run_repaints_nothing(tmp_path):
+    run = await EngineRun.create("rules", [("test", LAYER)], tmp_path / "runs.db")
+    app = EvoApp(LiveBackend(run), engine=run.run, settings=UISettings(refresh_hz=10))
+    async with app.run_test(size=(80, 24)) as pilot:
+        loop = asyncio.get_running_loop()
+        end = loop.time() + 20
+        while run.snapshot().proposals < 3:
+            assert loop.time() < end, "the run made no progress"
+            await pilot.pause(0.05)
+        await pilot.press("space")
+        assert run.snapshot().state == "paused"
+        # Running requests finish after a pause; wait until the frames stop changing.
+        end = loop.time() + 20
+        applied = -1
+        while applied != app.sampler.applied:
+            assert loop.time() < end, "the paused run kept changing"
+            applied = app.sampler.applied
+            await settle(pilot, 1.0)
+        applied, ticks = app.sampler.applied, app.sampler.ticks
+        counts = count_renders(app.screen)
+        await settle(pilot, 1.5)
+        assert app.sampler.ticks >= ticks + 5, "the sampler kept ticking"
+        assert app.sampler.applied == applied, "a paused run produced new frames"
+        assert sum(counts.values()) == 0, f"repainted while paused: {dict(counts)}"
+        run.stop("test over")
+        await app.engine_worker.wait()
+
+
+@pytest.mark.parametrize("size", [(80, 24), (160, 48)])
+def test_the_real_tui_writes_nothing_while_paused(tmp_path, size):
+    """The LinuxDriver in a pty, bytes counted on the master side (what SSH would carry)."""
+    rates = bench_ui.bytes_once("rules", 400, size, window=3.0, tmp=str(tmp_path))
+    assert rates["running_Bps"] > 0, rates
+    assert rates["paused_Bps"] < 20, rates
