@@ -23,7 +23,9 @@ status change of that artifact (it bumps the version and is in the changelog, so
 see it) whose pool_events row has kind "restore" and detail {"restore": true, ...}. `best()`
 here honours it: after the newest restore, the best is the restored artifact unless an
 artifact added or confirmed since beats it. It is read from the changelog, so it survives a
-resume. `Pool.best()` itself does not know about restores (see the module's report).
+resume. `Pool.best()` itself does not know about restores, so readers that call it (the
+runner's summary, snapshots, merge and speculation thresholds) still see the top score; making
+them follow a restore needs the pool to hold the active best.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from typing import TYPE_CHECKING, Callable, Mapping, Sequence
 
 from engine import events as ev
 from engine.items import WorkItem
-from engine.pool import Artifact, PoolChange, PoolError
+from engine.pool import Artifact, PoolChange, PoolError, is_confirmed, top_of
 
 if TYPE_CHECKING:
     from engine.context import RunContext
@@ -44,7 +46,6 @@ EvalRow = tuple[str, str, "float | None", "str | None", "str | None"]
 EvalRows = Callable[[Artifact, Mapping[str, str]], list[EvalRow]]
 """The task's evaluation rows of an artifact, given the feedback per example."""
 
-VALIDATED = ("seed", "confirmed")
 RESTORE = "restore"
 
 
@@ -55,6 +56,10 @@ class Ledger:
     def __init__(self, ctx: RunContext, rows: EvalRows) -> None:
         self.ctx = ctx
         self.rows = rows
+        # The restore state, read from the changelog incrementally (best() runs at every commit).
+        self._seen = 0
+        self._pin: PoolChange | None = None
+        self._top_since: Artifact | None = None
 
     # -- operations -------------------------------------------------------------------------
     def seed(self, art: Artifact, feedback: Mapping[str, str] | None = None) -> Artifact:
@@ -117,7 +122,7 @@ class Ledger:
         """Make an earlier validated artifact the run's active best again (see the docstring)."""
         ctx = self.ctx
         art = ctx.pool.get(artifact_id)
-        if art.status not in VALIDATED:
+        if not is_confirmed(art):
             raise PoolError(f"artifact {artifact_id!r} is {art.status}: only a validated one can be restored")
         previous = self.best()
         detail = {RESTORE: True, "reason": reason, "previous_best": previous.artifact_id if previous else None}
@@ -132,21 +137,26 @@ class Ledger:
     def best(self) -> Artifact | None:
         """The run's active best: `pool.best()` until a restore, then the restored artifact
         unless one added or confirmed since is strictly better (ties go to the older one)."""
-        pool = self.ctx.pool
         pin = self.last_restore()
         if pin is None:
-            return pool.best()
-        later = {ch.artifact_id for ch in pool.changes_since(pin.version)}
-        candidates = [pool.get(pin.artifact_id)]
-        candidates += [pool.get(a) for a in sorted(later) if a in pool and pool.get(a).status in VALIDATED]
-        return max(candidates, key=lambda a: (a.val_mean, -a.created_version))
+            return self.ctx.pool.best()
+        return top_of(a for a in (self.ctx.pool.get(pin.artifact_id), self._top_since) if a is not None)
 
     def last_restore(self) -> PoolChange | None:
         """The newest restore change: kind "restore" after a resume, the marker in memory."""
-        for change in reversed(self.ctx.pool.changes_since(0)):
+        pool = self.ctx.pool
+        if pool.version < self._seen:  # the pool was rebuilt: read it again
+            self._seen, self._pin, self._top_since = 0, None, None
+        for change in pool.changes_since(self._seen):
             if change.kind == RESTORE or change.detail.get(RESTORE):
-                return change
-        return None
+                self._pin, self._top_since = change, None
+            elif self._pin is not None:
+                # Validated artifacts never lose that status or change scores: a running top will do.
+                art = pool.get(change.artifact_id)
+                if is_confirmed(art):
+                    self._top_since = top_of(a for a in (self._top_since, art) if a is not None)
+        self._seen = pool.version
+        return self._pin
 
     # -- steps ----------------------------------------------------------------------------------
     def _persist(self, art: Artifact, minibatch: Sequence[str], feedback: Mapping[str, str], operator: str,

@@ -185,9 +185,15 @@ async def test_restore_moves_the_active_best_and_survives_a_resume(harness) -> N
         assert run2.ctx.ledger.best().artifact_id == "a000001"
         run2.ctx.ledger.commit(item(4, "a000001"), artifact("a000004", "a000001", 0.55))
         assert run2.ctx.ledger.best().artifact_id == "a000004" and run2.ctx.pool.version == 7
+        # A speculative artifact counts once confirmed, not before.
+        spec = item(5, "a000004")
+        run2.ctx.ledger.insert_speculative(spec, artifact("a000005", "a000004", 0.9, status="speculative"), 0.9, 0.55)
+        assert run2.ctx.ledger.best().artifact_id == "a000004"
+        run2.ctx.ledger.confirm(spec, "a000005", scores(0.7), 0.7, 0.55)
+        assert run2.ctx.ledger.best().artifact_id == "a000005"
         await run2.ctx.store.flush()
         events = await harness.rows("pool_events", run_id)
-        assert [e["version"] for e in events] == list(range(1, 8))
+        assert [e["version"] for e in events] == list(range(1, 10))
         assert [e["kind"] for e in events if e["kind"] == "restore"] == ["restore", "restore"]
         assert events[3]["detail"] == {"restore": True, "reason": "a000002 overfits the validation set",
                                        "previous_best": "a000002"}
