@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from engine.config import ConfigError, read_toml
+from engine.config import ConfigError, EndpointConfig, read_toml
 
 BUDGET_FLAGS = {
     "max_proposals": "max_proposals",
@@ -73,7 +73,9 @@ def local_layers(args: argparse.Namespace) -> tuple[list[tuple[str, dict]], dict
     if model_path and llm != "local":
         raise ConfigError("--llm-model-path needs --llm local")
     if llm != "local":
-        return [], ({"task_llm": {"url": "sim://"}} if llm == "sim" else {})
+        # --llm sim replaces any endpoint a config names, model included (it belongs to that endpoint).
+        sim = {"task_llm": {"url": "sim://", "model": EndpointConfig.model_fields["model"].default}}
+        return [], (sim if llm == "sim" else {})
     if getattr(args, "llm_url", None):
         raise ConfigError("--llm local and --llm-url exclude each other; pass one of them")
     cli: dict = {"task_llm": {"url": "local://"}}

@@ -2,20 +2,22 @@
 
 run_shinka_eval(program_path, results_dir, experiment_fn_name, num_runs,
                 get_experiment_kwargs=None, aggregate_metrics_fn=None, validate_fn=None,
-                default_metrics_on_error=None, **newer_options)
+                plotting_fn=None, default_metrics_on_error=None, **newer_options)
   -> (metrics, correct, first_error)
 
 Loads the candidate module, calls its experiment function num_runs times (kwargs from
-get_experiment_kwargs(run_index) plus file_path, or seed=run_index + 1 without it), validates
+get_experiment_kwargs(run_index), plus file_path where the function takes it as older releases
+passed it, or seed=run_index + 1 without get_experiment_kwargs), validates
 each result, aggregates them, adds execution-time statistics and the validation counts, and
 writes metrics.json and correct.json (extra.pkl for an `extra_data` metric) into results_dir,
-as ShinkaEvolve does. Options of newer ShinkaEvolve releases (parallel runs, early stopping) are
-accepted and run sequentially to completion; a note on stderr names them.
+as ShinkaEvolve does. Plots and the options of newer releases (parallel runs, early stopping)
+are accepted; runs go sequentially to completion and a note on stderr names what was skipped.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import inspect
 import json
 import os
 import pickle
@@ -61,8 +63,14 @@ def _run_all(program_path: str, experiment_fn_name: str, num_runs: int,
         raise AttributeError(f"experiment function {experiment_fn_name!r} not found in {program_path}")
     results, times, errors = [], [], []
     valid = invalid = 0
+    takes_path = _accepts(experiment, "file_path")
     for run in range(num_runs):
-        kwargs = {**get_experiment_kwargs(run), "file_path": program_path} if get_experiment_kwargs else {"seed": run + 1}
+        if get_experiment_kwargs is None:
+            kwargs = {"seed": run + 1}
+        else:
+            kwargs = dict(get_experiment_kwargs(run))
+            if takes_path:
+                kwargs.setdefault("file_path", program_path)
         t0 = time.perf_counter()
         result = experiment(**kwargs)
         times.append(time.perf_counter() - t0)
@@ -79,14 +87,24 @@ def _run_all(program_path: str, experiment_fn_name: str, num_runs: int,
     return results, times, valid, invalid, errors
 
 
+def _accepts(fn: Callable, name: str) -> bool:
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    return any(p.name == name or p.kind is inspect.Parameter.VAR_KEYWORD for p in params)
+
+
 def run_shinka_eval(program_path: str, results_dir: str, experiment_fn_name: str, num_runs: int,
                     get_experiment_kwargs: Callable[[int], dict] | None = None,
                     aggregate_metrics_fn: Callable[[list], dict] | None = None,
                     validate_fn: Callable[[Any], tuple[bool, str | None]] | None = None,
+                    plotting_fn: Callable[[Any], list] | None = None,
                     default_metrics_on_error: dict[str, Any] | None = None,
                     **newer_options: Any) -> tuple[dict[str, Any], bool, str | None]:
-    if newer_options:
-        print(f"evotui shinka stand-in: runs sequentially, without {', '.join(sorted(newer_options))}",
+    skipped = sorted(k for k, v in {**newer_options, "plotting_fn": plotting_fn}.items() if v not in (None, 1))
+    if skipped:
+        print(f"evotui shinka stand-in: runs sequentially to completion, without {', '.join(skipped)}",
               file=sys.stderr)
     correct, first_error = True, None
     try:
