@@ -3,6 +3,10 @@
 A candidate is on the front of an example when it reaches that example's best score. Candidates
 whose every front also holds another surviving candidate are dominated and dropped (lowest mean
 first). A parent is sampled among the survivors, weighted by how many examples' fronts they sit on.
+
+The engine reads the fronts from a `ParetoFronts` index the pool keeps current on every change
+(`front_weights`), so selecting a parent costs O(examples), not O(pool x examples): a run's
+engine overhead per proposal stays flat as the pool grows.
 """
 
 from __future__ import annotations
@@ -32,10 +36,11 @@ def pareto_weights(artifacts: Sequence[Artifact], example_ids: Sequence[str]) ->
 
 def front_weights(pool: Pool, example_ids: Sequence[str], *, confirmed: bool = False) -> dict[str, int]:
     """`pareto_weights(pool.live() or pool.confirmed(), example_ids)`, read from fronts the pool
-    keeps current on every change: O(examples + front size) per call instead of O(pool)."""
+    keeps current on every change: O(examples) per call (amortised) instead of O(pool)."""
     member = is_confirmed if confirmed else is_live
-    key = ("pareto", "confirmed" if confirmed else "live", tuple(example_ids))
-    fronts = pool.index(key, lambda arts: ParetoFronts(example_ids, member, arts))
+    ids = tuple(example_ids)
+    fronts = pool.index(("pareto", "confirmed" if confirmed else "live", ids),
+                        lambda arts: ParetoFronts(ids, member, arts))
     assert isinstance(fronts, ParetoFronts)
     return fronts.weights()
 
@@ -44,13 +49,32 @@ def _always(_: Artifact) -> bool:
     return True
 
 
+Key = tuple[float, int, int]
+"""(val_mean, created_version, pool order): the pruning order, lowest first."""
+
+
+class _Bucket:
+    """The artifacts holding one score on one example, with a lazy max-heap of their keys."""
+
+    __slots__ = ("members", "heap")
+
+    def __init__(self) -> None:
+        self.members: set[str] = set()
+        self.heap: list[tuple[float, int, int, str]] = []  # negated keys
+
+
 class ParetoFronts:
     """Per-example Pareto fronts of the artifacts `member` accepts, updated one artifact at a time.
 
-    Per example position: every held score's bucket of artifact ids, a max-heap of the held scores
-    (lazily cleaned) and the best score; per artifact on some front, the positions it is best on.
-    A change costs O(examples + size of the fronts it enters or leaves); `weights()` costs
-    O(examples + front sizes + U log U), U being the artifacts on some front.
+    Per example position: a bucket per held score, a lazy max-heap of the held scores and the best
+    one; per artifact on some front, the positions it is best on. A change costs
+    O(examples x log) plus the fronts it pushes artifacts off (amortised: each joined once).
+
+    `weights()` needs only each front's top (highest key) member, so it costs O(examples), not
+    O(pool): pruning walks the candidates in ascending key order and drops one when each of its
+    fronts still holds another live candidate. A candidate that is not its front's top always has
+    a later one beside it, so only tops can survive, and a top survives iff one of the fronts it
+    tops holds no earlier survivor (the from-scratch rule, see `pareto_weights`).
     """
 
     def __init__(self, example_ids: Sequence[str], member: Callable[[Artifact], bool],
@@ -61,9 +85,9 @@ class ParetoFronts:
         n = len(self.example_ids)
         self._seq: dict[str, int] = {}  # first-seen (pool) order: the stable sort's last tie-break
         self._scores: dict[str, tuple[float, ...]] = {}
-        self._key: dict[str, tuple[float, int, int]] = {}  # (val_mean, created_version, seq)
-        self._buckets: list[dict[float, set[str]]] = [{} for _ in range(n)]
-        self._heaps: list[list[float]] = [[] for _ in range(n)]  # negated scores
+        self._key: dict[str, Key] = {}
+        self._buckets: list[dict[float, _Bucket]] = [{} for _ in range(n)]
+        self._heaps: list[list[float]] = [[] for _ in range(n)]  # negated held scores, lazy
         self._best: list[float | None] = [None] * n
         self._on_front: dict[str, set[int]] = {}
         for art in artifacts:
@@ -84,20 +108,22 @@ class ParetoFronts:
     def _insert(self, art: Artifact) -> None:
         aid = art.artifact_id
         scores = tuple(art.val_scores.get(ex, 0.0) for ex in self.example_ids)
+        key = self._key[aid] = (art.val_mean, art.created_version, self._seq[aid])
+        entry = (-key[0], -key[1], -key[2], aid)
         self._scores[aid] = scores
-        self._key[aid] = (art.val_mean, art.created_version, self._seq[aid])
         mine: set[int] = set()
         for i, score in enumerate(scores):
             buckets = self._buckets[i]
             bucket = buckets.get(score)
             if bucket is None:
-                bucket = buckets[score] = set()
+                bucket = buckets[score] = _Bucket()
                 heapq.heappush(self._heaps[i], -score)
-            bucket.add(aid)
+            bucket.members.add(aid)
+            heapq.heappush(bucket.heap, entry)
             best = self._best[i]
             if best is None or score > best:
                 if best is not None:  # the old best scorers leave this front
-                    for other in buckets[best]:
+                    for other in buckets[best].members:
                         self._leave(other, i)
                 self._best[i] = score
                 mine.add(i)
@@ -108,13 +134,13 @@ class ParetoFronts:
 
     def _discard(self, aid: str) -> None:
         scores = self._scores.pop(aid)
-        del self._key[aid]
+        del self._key[aid]  # its heap entries go stale and are dropped when they surface
         self._on_front.pop(aid, None)
         for i, score in enumerate(scores):
             buckets = self._buckets[i]
             bucket = buckets[score]
-            bucket.discard(aid)
-            if bucket:
+            bucket.members.discard(aid)
+            if bucket.members:
                 continue
             del buckets[score]
             if score != self._best[i]:
@@ -125,7 +151,7 @@ class ParetoFronts:
                 heapq.heappop(heap)
             self._best[i] = -heap[0] if heap else None
             if heap:
-                for other in buckets[-heap[0]]:
+                for other in buckets[-heap[0]].members:
                     self._on_front.setdefault(other, set()).add(i)
 
     def _leave(self, aid: str, i: int) -> None:
@@ -134,24 +160,31 @@ class ParetoFronts:
         if not mine:
             del self._on_front[aid]
 
+    def _top(self, bucket: _Bucket) -> str:
+        heap, keys = bucket.heap, self._key
+        while True:  # an entry is current if its artifact is still here under the same key
+            neg_mean, neg_version, neg_seq, aid = heap[0]
+            if aid in bucket.members and keys.get(aid) == (-neg_mean, -neg_version, -neg_seq):
+                return aid
+            heapq.heappop(heap)
+
     def weights(self) -> dict[str, int]:
-        """artifact_id -> number of fronts it is on, dominated ones pruned lowest mean first."""
+        """artifact_id -> number of fronts it is on, dominated ones pruned lowest key first."""
         if not self._scores:
             return {}
         if not self.example_ids:  # no fronts: pruning leaves only the last in sort order
             return {max(self._key, key=self._key.__getitem__): 1}
-        # A candidate is dominated when each of its fronts still holds another live candidate.
-        count = [len(b[best]) if best is not None else 0 for b, best in zip(self._buckets, self._best)]
-        alive = len(self._on_front)
+        tops: dict[str, list[int]] = {}
+        for i, best in enumerate(self._best):
+            assert best is not None  # every member scores (0 if unscored) on every example
+            tops.setdefault(self._top(self._buckets[i][best]), []).append(i)
+        covered: set[int] = set()  # fronts that already hold a survivor
         weights: dict[str, int] = {}
-        for aid in sorted(self._on_front, key=self._key.__getitem__):
-            mine = self._on_front[aid]
-            if alive > 1 and all(count[i] > 1 for i in mine):
-                alive -= 1
-                for i in mine:
-                    count[i] -= 1
-            else:
+        for aid in sorted(tops, key=self._key.__getitem__):
+            if not covered.issuperset(tops[aid]):
+                mine = self._on_front[aid]
                 weights[aid] = len(mine)
+                covered |= mine
         return weights
 
 
