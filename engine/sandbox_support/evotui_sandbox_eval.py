@@ -6,7 +6,9 @@ ShinkaEvolve evaluate.py run as a script) and turns what it returns into a plain
 {"ok": false, "kind": ..., "error": ...}.
 """
 
+import asyncio
 import importlib.util
+import inspect
 import json
 import math
 import os
@@ -115,7 +117,10 @@ def run_openevolve(spec):
     thresholds = list(spec.get("thresholds") or []) if names != ["evaluate"] else []
     metrics, artifacts = {}, {}
     for k, name in enumerate(names):
-        m, a = as_result(getattr(module, name)(program), name)
+        raw = getattr(module, name)(program)
+        if inspect.iscoroutine(raw):  # OpenEvolve awaits async evaluators; so do we
+            raw = asyncio.run(raw)
+        m, a = as_result(raw, name)
         metrics.update(m)
         artifacts.update(a)
         score = stage_score(m)

@@ -47,3 +47,9 @@ def test_a_swallowed_import_error_is_warned_about(tmp_path: Path) -> None:
     assert any("no_such_solver_module" in w and "missing module" in w for w in res.warnings)
     clean = _run(tmp_path, "import json\ndef evaluate(p):\n    return {'combined_score': 1.0}\n")
     assert clean.ok and not any("import failed" in w for w in clean.warnings)
+
+
+def test_an_async_evaluate_is_awaited(tmp_path: Path) -> None:
+    res = _run(tmp_path, "import asyncio\nasync def evaluate(p):\n    await asyncio.sleep(0)\n"
+                         "    return {'combined_score': 0.7}\n")
+    assert res.ok and res.score == 0.7
