@@ -53,6 +53,10 @@ def build_parser() -> argparse.ArgumentParser:
     bui.add_argument("--repeats", type=int, default=3, help="runs per front end (median reported)")
     bui.add_argument("--size", default="160x48", help="TUI terminal size, WxH")
     bui.add_argument("--json", action="store_true")
+    bui.add_argument("--bytes-sizes", default="80x24,160x48", help="pty sizes for the terminal-traffic runs")
+    bui.add_argument("--bytes-window", type=float, default=5.0, help="seconds counted running, then paused")
+    bui.add_argument("--bytes-only", action="store_true", help="only the terminal traffic")
+    bui.add_argument("--no-bytes", action="store_true", help="only the throughput")
 
     runs = sub.add_parser("runs", help="list runs in a database")
     runs.add_argument("--db", type=Path, default=DEFAULT_DB, help=f"SQLite database (default {DEFAULT_DB})")
