@@ -2,7 +2,9 @@
 
 no_op: the child equals the parent (ignoring trailing whitespace); duplicate: a program with
 the same normalised hash is already in the pool or in flight; syntax: ``ast.parse`` rejects it
-(tree-sitter positions as a hint); region: code outside the EVOLVE-BLOCK changed.
+(Python, tree-sitter positions as a hint) or the language's tree-sitter grammar finds an error the
+parent does not have (a grammar gap the parent shares is left to the evaluator); region: code
+outside the EVOLVE-BLOCK changed.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from engine.code.evolve_blocks import check_syntax
+from engine.code.languages import PYTHON, LanguageSpec
 from engine.code.patches import check_outside
 
 KINDS = ("no_op", "length", "duplicate", "syntax", "region")
@@ -46,6 +49,8 @@ class ProgramFilters:
     passed: int = 0
     max_length: int | None = None
     """Longest program in characters (OpenEvolve's max_code_length); None = no limit."""
+    language: LanguageSpec = PYTHON
+    """The candidate's language: markers and syntax pre-check."""
 
     def remember(self, text: str) -> str:
         digest = program_hash(text)
@@ -68,10 +73,11 @@ class ProgramFilters:
             return Verdict("length", f"length: {len(child)} characters, over the limit of {self.max_length}")
         if program_hash(child) in self.known:
             return Verdict("duplicate", "duplicate: this exact program is already in the pool or being evaluated")
-        violation = check_outside(parent, child)
+        violation = check_outside(parent, child, self.language)
         if violation:
             return Verdict("region", f"region: {violation}")
-        problem = check_syntax(child)
-        if problem is not None:
+        problem = check_syntax(child, self.language)
+        # A tree-sitter grammar may lag its language: an error the parent has too is the grammar's gap.
+        if problem is not None and (self.language.ast_verdict or check_syntax(parent, self.language) is None):
             return Verdict("syntax", f"syntax: {problem}")
         return Verdict(None)

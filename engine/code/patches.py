@@ -4,6 +4,7 @@ Matching is tolerant: an exact match first, then line by line ignoring trailing 
 ignoring indentation, runs of spaces and blank lines (the REPLACE text is re-indented by the same
 offset). Every block that cannot be applied gets its own precise error, meant to go back to the
 LLM. Edits must stay inside the EVOLVE-BLOCK regions (the whole file when there are none).
+The candidate's language (default Python) decides the marker comments and the fence tag.
 """
 
 from __future__ import annotations
@@ -12,7 +13,8 @@ import difflib
 import re
 from dataclasses import dataclass, field
 
-from engine.code.evolve_blocks import END, START, RegionError, editable_spans, find_regions, line_of, outside_text
+from engine.code.evolve_blocks import END, START, Lang, RegionError, editable_spans, find_regions, line_of, outside_text
+from engine.code.languages import resolve
 
 FORMATS = ("diff", "full", "udiff")
 """diff: SEARCH/REPLACE blocks (default); full: the whole program; udiff: a unified diff."""
@@ -22,7 +24,8 @@ _DIVIDER = re.compile(r"^\s*={5,9}\s*$")
 _REPLACE = re.compile(r"^\s*>{5,9} ?REPLACE\s*$")
 _FENCE = re.compile(r"```[ \t]*([\w+-]*)[ \t]*\n(.*?)```", re.S)
 _HUNK = re.compile(r"^@@ .*@@")
-_MARKER = re.compile(r"#\s*EVOLVE-BLOCK-(START|END)")
+_MARKER = re.compile(r"EVOLVE-BLOCK-(START|END)")
+"""Marker words after any comment prefix (#, //, !): a block must keep the ones it quotes."""
 MAX_SHOWN = 600
 """Characters of nearby program text quoted in a 'not found' error."""
 
@@ -86,12 +89,13 @@ def parse_search_replace(reply: str) -> tuple[list[Block], list[str]]:
     return blocks, errors
 
 
-def extract_code(reply: str) -> str | None:
-    """The last fenced block of a reply, preferring python-tagged ones."""
+def extract_code(reply: str, language: Lang = None) -> str | None:
+    """The last fenced block of a reply, preferring ones tagged with the candidate's language."""
     blocks = _FENCE.findall(reply or "")
     if not blocks:
         return None
-    tagged = [body for lang, body in blocks if lang.lower() in ("python", "py", "python3")]
+    tags = resolve(language).fence_tags
+    tagged = [body for lang, body in blocks if lang.lower() in tags]
     body = (tagged or [body for _, body in blocks])[-1]
     return body if body.endswith("\n") else body + "\n"
 
@@ -253,17 +257,17 @@ def _lines(source: str, span: tuple[int, int]) -> str:
     return f"line {a}" if a == b else f"lines {a}-{b}"
 
 
-def _region_desc(source: str) -> str:
-    regs = find_regions(source)
+def _region_desc(source: str, language: Lang = None) -> str:
+    regs = find_regions(source, language)
     return ", ".join(f"lines {r.start_line}-{r.end_line}" for r in regs) or "the whole file"
 
 
-def apply_blocks(source: str, blocks: list[Block]) -> PatchResult:
+def apply_blocks(source: str, blocks: list[Block], language: Lang = None) -> PatchResult:
     """Apply blocks in order, each to the result of the previous ones; every failure is reported."""
     res = PatchResult(text=None)
     text = source
     try:
-        find_regions(source)
+        find_regions(source, language)
     except RegionError as exc:
         res.errors.append(f"the current program's EVOLVE-BLOCK markers are broken: {exc}")
         return res
@@ -282,13 +286,13 @@ def apply_blocks(source: str, blocks: list[Block]) -> PatchResult:
             res.errors.append(f"block {blk.index}: SEARCH text not found in the current program.{_closest(text, blk.search)}"
                               " Copy the lines to change exactly, including indentation.")
             continue
-        allowed = editable_spans(text)
+        allowed = editable_spans(text, language)
         cands = [(span, _fit_replace(text, span, blk, anchor)) for span, anchor in found]
         inside = [(s, r) for s, r in cands if _contained(_changed(text, s, r), allowed)]
         if not inside:
             res.region_violations += 1
             res.errors.append(f"block {blk.index}: SEARCH matches {_lines(text, found[0][0])}, outside the EVOLVE-BLOCK "
-                              f"({_region_desc(text)}); only code between the markers may change")
+                              f"({_region_desc(text, language)}); only code between the markers may change")
             continue
         if len(inside) > 1:
             where = ", ".join(_lines(text, s) for s, _ in inside[:4])
@@ -301,7 +305,7 @@ def apply_blocks(source: str, blocks: list[Block]) -> PatchResult:
         res.applied += 1
     if res.errors:
         return res
-    violation = check_outside(source, text)
+    violation = check_outside(source, text, language)
     if violation:
         res.region_violations += 1
         res.errors.append(violation)
@@ -314,12 +318,12 @@ def _norm_part(part: str) -> str:
     return "\n".join(line.rstrip() for line in part.strip("\n").splitlines())
 
 
-def check_outside(parent: str, child: str) -> str | None:
+def check_outside(parent: str, child: str, language: Lang = None) -> str | None:
     """None if child keeps the parent's markers and the code outside them; else the reason."""
     try:
-        if not find_regions(parent):
+        if not find_regions(parent, language):
             return None
-        before, after = outside_text(parent), outside_text(child)
+        before, after = outside_text(parent, language), outside_text(child, language)
     except RegionError as exc:
         return f"EVOLVE-BLOCK markers broken: {exc}; keep every START/END marker line as it is"
     if len(before) != len(after):
@@ -336,13 +340,14 @@ def check_outside(parent: str, child: str) -> str | None:
 
 
 # -- whole replies ---------------------------------------------------------------------------
-def apply_reply(parent: str, reply: str, fmt: str) -> PatchResult:
-    """Parse a reply in the given format and apply it to parent."""
+def apply_reply(parent: str, reply: str, fmt: str, language: Lang = None) -> PatchResult:
+    """Parse a reply in the given format and apply it to parent (a program in language)."""
     if fmt == "full":
-        code = extract_code(reply)
+        code = extract_code(reply, language)
         if code is None:
-            return PatchResult(None, ["no ```python block found; answer with the complete program in one ```python block"])
-        violation = check_outside(parent, code)
+            fence = resolve(language).fence
+            return PatchResult(None, [f"no ```{fence} block found; answer with the complete program in one ```{fence} block"])
+        violation = check_outside(parent, code, language)
         if violation:
             return PatchResult(None, [violation], region_violations=1)
         return PatchResult(code, applied=1)
@@ -354,7 +359,7 @@ def apply_reply(parent: str, reply: str, fmt: str) -> PatchResult:
             errors = ["no SEARCH/REPLACE block found; answer with <<<<<<< SEARCH / ======= / >>>>>>> REPLACE blocks"]
     else:
         raise ValueError(f"unknown patch format {fmt!r}; use one of {', '.join(FORMATS)}")
-    res = apply_blocks(parent, blocks) if blocks else PatchResult(None)
+    res = apply_blocks(parent, blocks, language) if blocks else PatchResult(None)
     res.errors = errors + res.errors
     if res.errors:
         res.text = None

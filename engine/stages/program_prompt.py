@@ -7,19 +7,22 @@ change and the recent failures (most volatile last). Every section has a charact
 clipped text carries an explicit truncation marker.
 
 Contract with any LLM (and the simulator): the system message contains
-"evotui-patch-format: <diff|full|udiff>", the parent is the ```python block under
-"## Current program", inspirations are ```python blocks under "## Other programs", and a retry
-request starts with "## Patch errors".
+"evotui-patch-format: <diff|full|udiff>", the parent is the ```<language> block under
+"## Current program" (```python, ```rust, ... : the fence tag names the candidate's language),
+inspirations are such blocks under "## Other programs", and a retry request starts with
+"## Patch errors".
 """
 
 from __future__ import annotations
+
+from engine.code.languages import PYTHON, LanguageSpec
 
 DEFAULT_SYSTEM = (
     "You are an expert programmer improving a program through small, careful changes. An automatic "
     "evaluator scores each version (combined_score, higher is better). Study the current program, "
     "its metrics and the evaluator's feedback, learn from the other programs and the failed attempts, "
-    "and propose one change likely to raise the score. Only code between '# EVOLVE-BLOCK-START' and "
-    "'# EVOLVE-BLOCK-END' may change."
+    "and propose one change likely to raise the score. Only code between '{start}' and "
+    "'{end}' may change."
 )
 
 FORMAT = {
@@ -30,7 +33,7 @@ FORMAT = {
         "SEARCH must match exactly one place in the current program. Give a one-line reason first."
     ),
     "full": (
-        "Output format (evotui-patch-format: full): the complete new program in a single ```python block, "
+        "Output format (evotui-patch-format: full): the complete new program in a single ```{fence} block, "
         "with the EVOLVE-BLOCK markers and all code outside them unchanged. Give a one-line reason first."
     ),
     "udiff": (
@@ -51,8 +54,12 @@ def clip(text: str, limit: int) -> str:
     return f"{head}\n[... {len(text) - len(head) - len(tail)} characters truncated ...]\n{tail}"
 
 
-def system_message(custom: str, fmt: str) -> str:
-    return f"{(custom or DEFAULT_SYSTEM).strip()}\n\n{FORMAT[fmt]}"
+def system_message(custom: str, fmt: str, language: LanguageSpec = PYTHON) -> str:
+    """The system message; the default one and the format contract name the language's markers and fence."""
+    base = custom or DEFAULT_SYSTEM.format(start=language.marker("START"), end=language.marker("END"))
+    if not language.ast_verdict and not custom:
+        base += f" The program is written in {language.name}; the evaluator is Python and runs it."
+    return f"{base.strip()}\n\n{FORMAT[fmt].replace('{fence}', language.fence)}"
 
 
 def _fmt_score(value: float | None) -> str:
@@ -61,9 +68,10 @@ def _fmt_score(value: float | None) -> str:
 
 def build_messages(*, system: str, description: str, parent_id: str, parent_code: str, parent_score: float | None,
                    metrics: dict, feedback: dict, last_change: str, others: list[tuple[str, float, str]],
-                   failures: list[str], fmt: str, max_chars: int) -> list[dict]:
+                   failures: list[str], fmt: str, max_chars: int, language: LanguageSpec = PYTHON) -> list[dict]:
     """Messages of one proposal request; others = (artifact id, score, program text)."""
     budget = {k: int(v * max_chars) for k, v in SHARES.items()}
+    fence = language.fence
     parts: list[str] = []
     if description:
         parts.append(f"## Task\n{clip(description.strip(), 2000)}\n")
@@ -71,10 +79,10 @@ def build_messages(*, system: str, description: str, parent_id: str, parent_code
         each = max(400, budget["others"] // len(others))
         parts.append("## Other programs (for inspiration)")
         for aid, score, code in others:
-            parts.append(f"### Program {aid} (combined_score {_fmt_score(score)})\n```python\n{clip(code.rstrip(), each)}\n```")
+            parts.append(f"### Program {aid} (combined_score {_fmt_score(score)})\n```{fence}\n{clip(code.rstrip(), each)}\n```")
         parts.append("")
     parts.append(f"## Current program ({parent_id}, combined_score {_fmt_score(parent_score)})\n"
-                 f"```python\n{clip(parent_code.rstrip(), budget['parent'])}\n```\n")
+                 f"```{fence}\n{clip(parent_code.rstrip(), budget['parent'])}\n```\n")
     if metrics:
         lines = "\n".join(f"- {k}: {_fmt_score(v)}" for k, v in sorted(metrics.items()))
         parts.append(f"## Metrics\n{clip(lines, 1500)}\n")

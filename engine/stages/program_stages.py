@@ -56,7 +56,7 @@ class ProgramStages:
         keys = frozenset(ep.api_key_env for ep in (ctx.config.task_llm, ctx.config.reflection) if ep.api_key_env)
         self.sandbox = sandbox or Sandbox(self.settings.limits(), concurrency=self.settings.eval_concurrency,
                                           secret_vars=keys)
-        self.filters = ProgramFilters(max_length=self.settings.max_code_length)
+        self.filters = ProgramFilters(max_length=self.settings.max_code_length, language=self.task.language)
         for art in ctx.pool.artifacts():
             self.filters.remember(art.text)
         self.failures: deque[str] = deque(maxlen=max(1, self.settings.num_failures))
@@ -130,11 +130,12 @@ class ProgramStages:
         s = self.settings
         meta = dict(parent.meta)
         return prompt.build_messages(
-            system=prompt.system_message(s.system_message, s.patch_format), description=self.task.description,
+            system=prompt.system_message(s.system_message, s.patch_format, self.task.language),
+            description=self.task.description,
             parent_id=parent.artifact_id, parent_code=parent.text, parent_score=parent.val_mean,
             metrics=dict(meta.get("metrics") or {}), feedback=dict(meta.get("feedback") or {}),
             last_change=str(meta.get("diff") or ""), others=self._others(parent), failures=list(self.failures),
-            fmt=s.patch_format, max_chars=s.max_prompt_chars)
+            fmt=s.patch_format, max_chars=s.max_prompt_chars, language=self.task.language)
 
     async def propose(self, item: WorkItem) -> WorkItem | None:
         ctx, s = self.ctx, self.settings
@@ -160,7 +161,7 @@ class ProgramStages:
             if res.finish_reason == "length":
                 reason = "truncated (finish_reason=length)"
                 break
-            patch = apply_reply(parent.text, res.text, s.patch_format)
+            patch = apply_reply(parent.text, res.text, s.patch_format, self.task.language)
             self.tolerant_blocks += patch.tolerant
             self.filters.counts["region"] += patch.region_violations
             if patch.ok:

@@ -2,10 +2,13 @@
 
 Three folder formats load into the same ProgramTask:
 - native:       task.toml (kind = "program") + initial_program.py + evaluator.py
-- OpenEvolve:   initial_program.py + evaluator.py (+ config.yaml; mapped keys honoured, the rest
+- OpenEvolve:   initial_program.<ext> + evaluator.py (+ config.yaml; mapped keys honoured, the rest
                 listed once in ProgramTask.warnings)
-- ShinkaEvolve: initial.py + evaluate.py, run as `python evaluate.py --program_path P --results_dir D`
+- ShinkaEvolve: initial.<ext> + evaluate.py, run as `python evaluate.py --program_path P --results_dir D`
 
+The evaluator is Python; the candidate may be another language (engine/code/languages.py): it is
+config.yaml's `language` / `file_suffix` (OpenEvolve), task.toml's `language`, or else the initial
+file's suffix. The candidate file is then program<suffix> (main<suffix> for ShinkaEvolve).
 The evaluator is never imported here: its functions are found with ast.
 
 task.toml (native):
@@ -24,15 +27,19 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from engine.code.evolve_blocks import RegionError, check_syntax, find_regions
+from engine.code.languages import LANGUAGES, PYTHON, LanguageSpec, UnknownLanguage, by_name, by_suffix
 from engine.code.patches import FORMATS
 from engine.config import ConfigError, format_validation_error, read_toml
 from engine.sandbox import SandboxLimits
 from engine.tasks.openevolve_config import OPENEVOLVE_DEFAULTS, OpenEvolveConfig, map_openevolve, read_openevolve_yaml
 from engine.tasks.prompt_task import TaskError
 
-NATIVE_KEYS = {"name", "kind", "description", "initial_program", "evaluator", "program", "defaults"}
+NATIVE_KEYS = {"name", "kind", "description", "initial_program", "evaluator", "program", "defaults", "language"}
 EXPECTED = ("expected task.toml (evotui), initial_program.py + evaluator.py [+ config.yaml] (OpenEvolve) "
-            "or initial.py + evaluate.py (ShinkaEvolve)")
+            "or initial.py + evaluate.py (ShinkaEvolve); the initial program may be in another language "
+            "(initial_program.rs, initial.jl, ...)")
+_LANGUAGE_KEYS = ("language", "file_suffix")
+"""OpenEvolve config.yaml keys read here (not by openevolve_config.py): they name the candidate's language."""
 
 
 class ProgramSettings(BaseModel):
@@ -86,6 +93,9 @@ class ProgramTask:
     defaults: dict = field(default_factory=dict)
     warnings: tuple[str, ...] = ()
     kind: str = "program"
+    language: LanguageSpec = PYTHON
+    suffix: str = ".py"
+    """The candidate file's suffix (the initial file's, or config.yaml's file_suffix)."""
 
     @property
     def sandbox_mode(self) -> str:
@@ -93,7 +103,7 @@ class ProgramTask:
 
     @property
     def program_name(self) -> str:
-        return "main.py" if self.format == "shinka" else "program.py"
+        return ("main" if self.format == "shinka" else "program") + self.suffix
 
     # Prompt-task attributes the shared runner may touch (a program task has no examples).
     @property
@@ -126,25 +136,70 @@ def _check_evaluator(path: Path, shinka: bool) -> None:
                         "with combined_score")
 
 
-def _read_program(path: Path) -> str:
+def _read_program(path: Path, language: LanguageSpec, warnings: list[str]) -> str:
     if not path.is_file():
         raise TaskError(f"{path}: initial program not found")
     text = path.read_text(encoding="utf-8")
     try:
-        find_regions(text)
+        find_regions(text, language)
     except RegionError as exc:
-        raise TaskError(f"{path}: {exc}") from None
-    problem = check_syntax(text)
+        raise TaskError(f"{path}: {exc} (markers are '{language.marker('START')}' / '{language.marker('END')}')") from None
+    problem = check_syntax(text, language)
     if problem is not None:
-        raise TaskError(f"{path}: initial program does not parse ({problem})")
+        if language.ast_verdict:
+            raise TaskError(f"{path}: initial program does not parse ({problem})")
+        # A grammar may lag the compiler the evaluator uses: the evaluator decides, proposals are
+        # then pre-checked only for errors the parent does not have (engine/code/filters.py).
+        warnings.append(f"{path.name}: {problem}; the evaluator decides whether it compiles")
     return text
 
 
-def _docstring(text: str) -> str:
+def _docstring(text: str, language: LanguageSpec) -> str:
+    if not language.ast_verdict:
+        return ""
     try:
         return (ast.get_docstring(ast.parse(text)) or "").strip()
     except SyntaxError:
         return ""
+
+
+def _initial_files(folder: Path, stem: str) -> list[Path]:
+    """stem.<ext> files of folder with a suffix of a known language (initial_program.rs, initial.jl)."""
+    known = {s.lower() for spec in LANGUAGES for s in spec.suffixes}
+    return sorted(p for p in folder.glob(f"{stem}.*")
+                  if p.is_file() and p.name == stem + p.suffix and p.suffix.lower() in known)
+
+
+def _language_of(path: Path, name: str | None, source: str) -> LanguageSpec:
+    try:
+        return by_name(name) if name else by_suffix(path.suffix)
+    except UnknownLanguage as exc:
+        raise TaskError(f"{source}: {exc}") from None
+
+
+def _pick_initial(folder: Path, stem: str, language: str | None, suffix: str | None, source: str) -> Path:
+    """The initial program: file_suffix's, else the language's, else .py, else the only stem.<ext>."""
+    if suffix:
+        path = folder / f"{stem}{suffix if suffix.startswith('.') else '.' + suffix}"
+        if not path.is_file():
+            raise TaskError(f"{path}: initial program not found ({source} sets file_suffix {suffix!r})")
+        return path
+    found = _initial_files(folder, stem)
+    if language:
+        spec = _language_of(folder / stem, language, source)
+        mine = [p for p in found if p.suffix in spec.suffixes or p.suffix.lower() in spec.suffixes]
+        if not mine:
+            raise TaskError(f"{folder}: no {stem}{spec.suffix} for language {spec.name!r} ({source}); "
+                            f"add it or set file_suffix")
+        return mine[0]
+    if (folder / f"{stem}.py").is_file():
+        return folder / f"{stem}.py"
+    if len(found) == 1:
+        return found[0]
+    if not found:
+        raise TaskError(f"{folder}: no {stem}.<ext> initial program; {EXPECTED}")
+    raise TaskError(f"{folder}: several initial programs ({', '.join(p.name for p in found)}); "
+                    "set language (or file_suffix) in config.yaml")
 
 
 def _settings(raw: dict, source: str) -> ProgramSettings:
@@ -159,7 +214,10 @@ def load_native(folder: Path, spec: dict) -> ProgramTask:
     unknown = sorted(set(spec) - NATIVE_KEYS)
     if unknown:
         raise TaskError(f"{toml_path}: unknown key(s) {', '.join(unknown)}; allowed: {', '.join(sorted(NATIVE_KEYS))}")
-    program = _read_program(folder / str(spec.get("initial_program", "initial_program.py")))
+    path = folder / str(spec.get("initial_program", "initial_program.py"))
+    language = _language_of(path, spec.get("language"), str(toml_path))
+    warnings: list[str] = []
+    program = _read_program(path, language, warnings)
     evaluator = folder / str(spec.get("evaluator", "evaluator.py"))
     _check_evaluator(evaluator, shinka=False)
     defaults = spec.get("defaults", {})
@@ -169,23 +227,36 @@ def load_native(folder: Path, spec: dict) -> ProgramTask:
         name=str(spec.get("name", folder.name)), path=folder, description=str(spec.get("description", "")),
         initial_program=program, evaluator=evaluator.resolve(), format="native",
         settings=_settings(spec.get("program", {}), f"{toml_path} [program]"), defaults=defaults,
+        warnings=tuple(warnings), language=language, suffix=path.suffix,
     )
 
 
-def load_openevolve(folder: Path) -> ProgramTask:
-    program = _read_program(folder / "initial_program.py")
-    evaluator = folder / "evaluator.py"
-    _check_evaluator(evaluator, shinka=False)
+def _config_path(folder: Path) -> Path:
     cfg = folder / "config.yaml"
     if not cfg.is_file() and (folder / "config.yml").is_file():
         cfg = folder / "config.yml"
-    mapped = OpenEvolveConfig()
+    return cfg
+
+
+def load_openevolve(folder: Path) -> ProgramTask:
+    cfg = _config_path(folder)
+    raw: dict = {}
     if cfg.is_file():
         try:
-            mapped = map_openevolve(read_openevolve_yaml(cfg))
+            raw = read_openevolve_yaml(cfg)
         except ValueError as exc:
             raise TaskError(str(exc)) from None
-    warnings = mapped.warnings(cfg.name)
+    lang_name, suffix = (str(raw[k]) if raw.get(k) else None for k in _LANGUAGE_KEYS)
+    path = _pick_initial(folder, "initial_program", lang_name, suffix, cfg.name)
+    language = _language_of(path, lang_name, cfg.name)
+    warnings: list[str] = []
+    program = _read_program(path, language, warnings)
+    evaluator = folder / "evaluator.py"
+    _check_evaluator(evaluator, shinka=False)
+    mapped = map_openevolve(raw) if cfg.is_file() else OpenEvolveConfig()
+    # language/file_suffix are honoured here, so they are not 'ignored'.
+    mapped.ignored = [i for i in mapped.ignored if i.split(" ", 1)[0] not in _LANGUAGE_KEYS]
+    warnings = mapped.warnings(cfg.name) + warnings
     # OpenEvolve's own defaults where its config is silent (300 s timeout, cascade on).
     settings = {**OPENEVOLVE_DEFAULTS, **mapped.settings}
     funcs = _evaluator_functions(evaluator)
@@ -195,28 +266,33 @@ def load_openevolve(folder: Path) -> ProgramTask:
                             "using evaluate")
         settings["cascade"] = False
     return ProgramTask(
-        name=folder.name, path=folder, description=_docstring(program), initial_program=program,
+        name=folder.name, path=folder, description=_docstring(program, language), initial_program=program,
         evaluator=evaluator.resolve(), format="openevolve", settings=_settings(settings, str(cfg)),
-        defaults=mapped.run, warnings=tuple(warnings),
+        defaults=mapped.run, warnings=tuple(warnings), language=language, suffix=path.suffix,
     )
 
 
 def load_shinka(folder: Path) -> ProgramTask:
-    program = _read_program(folder / "initial.py")
+    path = _pick_initial(folder, "initial", None, None, "initial.<ext>")
+    language = _language_of(path, None, path.name)
+    warnings: list[str] = []
+    program = _read_program(path, language, warnings)
     evaluator = folder / "evaluate.py"
     _check_evaluator(evaluator, shinka=True)
     return ProgramTask(
-        name=folder.name, path=folder, description=_docstring(program), initial_program=program,
-        evaluator=evaluator.resolve(), format="shinka",
+        name=folder.name, path=folder, description=_docstring(program, language), initial_program=program,
+        evaluator=evaluator.resolve(), format="shinka", warnings=tuple(warnings), language=language,
+        suffix=path.suffix,
     )
 
 
 def detect_format(folder: Path) -> str | None:
     if (folder / "task.toml").is_file():
         return "toml"
-    if (folder / "initial_program.py").is_file() and (folder / "evaluator.py").is_file():
+    if (folder / "evaluator.py").is_file() and ((folder / "initial_program.py").is_file()
+                                                or _initial_files(folder, "initial_program")):
         return "openevolve"
-    if (folder / "initial.py").is_file() and (folder / "evaluate.py").is_file():
+    if (folder / "evaluate.py").is_file() and ((folder / "initial.py").is_file() or _initial_files(folder, "initial")):
         return "shinka"
     return None
 

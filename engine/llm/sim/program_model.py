@@ -1,7 +1,8 @@
 """How the simulated model proposes program patches (program tasks).
 
 It reads the request like an LLM would: the output format from the system message
-("evotui-patch-format: ..."), the parent from the ```python block under "## Current program",
+("evotui-patch-format: ..."), the parent from the fenced block under "## Current program" (its
+fence tag names the language, whose comment prefix marks comments and EVOLVE-BLOCK markers),
 other programs under "## Other programs", the parent's last change under "## Change that
 produced the current program". It answers with real patches built by program-aware rules:
 perturb a numeric constant inside the EVOLVE-BLOCK, take a line from another program, revert
@@ -16,6 +17,7 @@ import random
 import re
 
 from engine.code.evolve_blocks import RegionError, find_regions
+from engine.code.languages import PYTHON, LanguageSpec, by_fence
 
 P_MALFORMED = 0.05
 """A SEARCH/REPLACE block without its ======= or >>>>>>> REPLACE line."""
@@ -39,8 +41,8 @@ REL_STEP = 0.12
 """Relative standard deviation of a float perturbation."""
 
 FORMAT_RE = re.compile(r"evotui-patch-format: (diff|full|udiff)")
-_PARENT = re.compile(r"## Current program[^\n]*\n```python\n(.*?)```", re.S)
-_OTHER = re.compile(r"### Program [^\n]*\n```python\n(.*?)```", re.S)
+_PARENT = re.compile(r"## Current program[^\n]*\n```([\w+-]*)\n(.*?)```", re.S)
+_OTHER = re.compile(r"### Program [^\n]*\n```[\w+-]*\n(.*?)```", re.S)
 _CHANGE = re.compile(r"## Change that produced the current program\n```diff\n(.*?)```", re.S)
 _NUM = re.compile(r"(?<![\w.])(\d+\.\d*|\d*\.\d+|\d+)(?![\w.])")
 
@@ -50,17 +52,23 @@ def patch_format(system: str) -> str | None:
     return m.group(1) if m else None
 
 
-def _editable_lines(code: str) -> list[int]:
+def _code_part(line: str, lang: LanguageSpec) -> str:
+    """line without its trailing comment (so a number in a comment is never 'tuned')."""
+    return line.split(lang.comment)[0]
+
+
+def _editable_lines(code: str, lang: LanguageSpec = PYTHON) -> list[int]:
     lines = code.splitlines()
     try:
-        regions = find_regions(code)
+        regions = find_regions(code, lang)
     except RegionError:
         regions = []
     if not regions:
         rows = range(len(lines))
     else:
         rows = [i for r in regions for i in range(r.start_line, r.end_line - 1)]
-    return [i for i in rows if i < len(lines) and lines[i].strip() and not lines[i].lstrip().startswith("#")]
+    return [i for i in rows if i < len(lines) and lines[i].strip()
+            and not lines[i].lstrip().startswith(lang.comments)]
 
 
 def _perturb_number(tok: str, rng: random.Random) -> str:
@@ -74,15 +82,15 @@ def _perturb_number(tok: str, rng: random.Random) -> str:
     return out if out != tok else f"{v + 10 ** -decimals:.{decimals}f}"
 
 
-def _perturb(code: str, rng: random.Random) -> list[tuple[str, str]] | None:
+def _perturb(code: str, rng: random.Random, lang: LanguageSpec = PYTHON) -> list[tuple[str, str]] | None:
     lines = code.splitlines()
-    rows = [i for i in _editable_lines(code) if _NUM.search(lines[i].split("#")[0])]
+    rows = [i for i in _editable_lines(code, lang) if _NUM.search(_code_part(lines[i], lang))]
     if not rows:
         return None
     edits = []
     for i in rng.sample(rows, min(len(rows), 2 if rng.random() < P_TWO_EDITS else 1)):
         line = lines[i]
-        body = line.split("#")[0]
+        body = _code_part(line, lang)
         nums = list(_NUM.finditer(body))
         m = rng.choice(nums)
         edits.append((line, line[: m.start()] + _perturb_number(m.group(0), rng) + line[m.end():]))
@@ -94,9 +102,10 @@ def _lhs(line: str) -> str | None:
     return m.group(1) if m else None
 
 
-def _borrow(code: str, others: list[str], rng: random.Random) -> list[tuple[str, str]] | None:
+def _borrow(code: str, others: list[str], rng: random.Random,
+            lang: LanguageSpec = PYTHON) -> list[tuple[str, str]] | None:
     lines = code.splitlines()
-    rows = _editable_lines(code)
+    rows = _editable_lines(code, lang)
     for other in rng.sample(others, len(others)):
         mine = {_lhs(lines[i]): lines[i] for i in rows if _lhs(lines[i])}
         cands = [(mine[_lhs(ln)], ln) for ln in other.splitlines()
@@ -132,36 +141,38 @@ def _blocks(edits: list[tuple[str, str]], reindent: bool = False) -> str:
     return "\n".join(out)
 
 
-def _render(code: str, edits: list[tuple[str, str]], fmt: str, rng: random.Random, reason: str) -> str:
+def _render(code: str, edits: list[tuple[str, str]], fmt: str, rng: random.Random, reason: str,
+            lang: LanguageSpec = PYTHON) -> str:
     if fmt == "diff":
         return f"{reason}\n{_blocks(edits, reindent=rng.random() < P_REINDENT)}"
     new = code
     for old, rep in edits:
         new = new.replace(old, rep, 1)
     if fmt == "full":
-        return f"{reason}\n```python\n{new.rstrip()}\n```"
+        return f"{reason}\n```{lang.fence}\n{new.rstrip()}\n```"
     diff = "".join(difflib.unified_diff(code.splitlines(keepends=True), new.splitlines(keepends=True),
-                                        fromfile="a/program.py", tofile="b/program.py", n=2))
+                                        fromfile=f"a/program{lang.suffix}", tofile=f"b/program{lang.suffix}", n=2))
     return f"{reason}\n```diff\n{diff}```"
 
 
-def _broken(code: str, rng: random.Random) -> str:
+def _broken(code: str, rng: random.Random, lang: LanguageSpec = PYTHON) -> str:
     """A realistic failure: malformed block, wrong SEARCH, edit outside the block or a syntax error."""
     lines = code.splitlines()
-    rows = _editable_lines(code) or list(range(len(lines)))
+    editable = _editable_lines(code, lang)
+    rows = editable or list(range(len(lines)))
     line = lines[rng.choice(rows)]
     roll = rng.random() * (P_MALFORMED + P_NOT_FOUND + P_OUTSIDE + P_SYNTAX)
     if roll < P_MALFORMED:
-        return f"Tweak one line.\n<<<<<<< SEARCH\n{line}\n>>>>>>> REPLACE\n{line}  # tweaked"
+        return f"Tweak one line.\n<<<<<<< SEARCH\n{line}\n>>>>>>> REPLACE\n{line}  {lang.comment} tweaked"
     roll -= P_MALFORMED
     if roll < P_NOT_FOUND:
         return f"Adjust a constant.\n<<<<<<< SEARCH\n{line}_typo = 1\n=======\n{line}\n>>>>>>> REPLACE"
     roll -= P_NOT_FOUND
-    outside = [i for i in range(len(lines)) if i not in set(_editable_lines(code)) and lines[i].strip()
+    outside = [i for i in range(len(lines)) if i not in set(editable) and lines[i].strip()
                and "EVOLVE-BLOCK" not in lines[i] and lines.count(lines[i]) == 1]
     if roll < P_OUTSIDE and outside:
         old = lines[rng.choice(outside)]
-        return f"Clean up the driver.\n<<<<<<< SEARCH\n{old}\n=======\n{old}  # cleaned\n>>>>>>> REPLACE"
+        return f"Clean up the driver.\n<<<<<<< SEARCH\n{old}\n=======\n{old}  {lang.comment} cleaned\n>>>>>>> REPLACE"
     return f"Restructure a line.\n<<<<<<< SEARCH\n{line}\n=======\n{line.rstrip(':')} ((:\n>>>>>>> REPLACE"
 
 
@@ -174,11 +185,11 @@ def propose(messages: list[dict], text_of, rng: random.Random) -> str:
     m = _PARENT.search(first)
     if not m:
         return "I could not find the current program in the request."
-    code = m.group(1)
+    lang, code = by_fence(m.group(1)) or PYTHON, m.group(2)
     retry = len(users) > 1 and users[-1].startswith("## Patch errors")
     p_bad = 1 - P_FIX_ON_RETRY if retry else P_MALFORMED + P_NOT_FOUND + P_OUTSIDE + P_SYNTAX
     if fmt == "diff" and rng.random() < p_bad:
-        return _broken(code, rng)
+        return _broken(code, rng, lang)
     roll = rng.random()
     edits, reason = None, ""
     change = _CHANGE.search(first)
@@ -186,9 +197,9 @@ def propose(messages: list[dict], text_of, rng: random.Random) -> str:
         edits, reason = _revert(code, change.group(1)), "The last change looks harmful; revert it."
     elif roll < P_REVERT + P_BORROW:
         others = _OTHER.findall(first)
-        edits, reason = (_borrow(code, others, rng) if others else None), "Adopt a setting from a better program."
+        edits, reason = (_borrow(code, others, rng, lang) if others else None), "Adopt a setting from a better program."
     if not edits:
-        edits, reason = _perturb(code, rng), "Tune a constant of the construction."
+        edits, reason = _perturb(code, rng, lang), "Tune a constant of the construction."
     if not edits:
         return "The program has no constant I can tune; I have no change to propose."
-    return _render(code, edits, fmt, rng, reason)
+    return _render(code, edits, fmt, rng, reason, lang)
