@@ -61,6 +61,10 @@ class OpenEvolveConfig:
     run: dict = field(default_factory=dict)
     ignored: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    language: str | None = None
+    """`language`: the candidate's language (engine/code/languages.py), read by the task loader."""
+    file_suffix: str | None = None
+    """`file_suffix`: the candidate file's suffix (e.g. ".rs")."""
 
     def warnings(self, source: str) -> list[str]:
         out = [f"{source}: {note}" for note in self.notes]
@@ -137,7 +141,9 @@ def map_openevolve(data: dict) -> OpenEvolveConfig:
             continue
         if value is None:
             continue
-        if path == ("diff_based_evolution",):
+        if path in (("language",), ("file_suffix",)):
+            setattr(out, path[0], str(value))
+        elif path == ("diff_based_evolution",):
             out.settings["patch_format"] = "diff" if value else "full"
         elif path in _SETTINGS:
             out.settings[_SETTINGS[path]] = value

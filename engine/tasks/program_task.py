@@ -38,8 +38,6 @@ NATIVE_KEYS = {"name", "kind", "description", "initial_program", "evaluator", "p
 EXPECTED = ("expected task.toml (evotui), initial_program.py + evaluator.py [+ config.yaml] (OpenEvolve) "
             "or initial.py + evaluate.py (ShinkaEvolve); the initial program may be in another language "
             "(initial_program.rs, initial.jl, ...)")
-_LANGUAGE_KEYS = ("language", "file_suffix")
-"""OpenEvolve config.yaml keys read here (not by openevolve_config.py): they name the candidate's language."""
 
 
 class ProgramSettings(BaseModel):
@@ -246,16 +244,13 @@ def load_openevolve(folder: Path) -> ProgramTask:
             raw = read_openevolve_yaml(cfg)
         except ValueError as exc:
             raise TaskError(str(exc)) from None
-    lang_name, suffix = (str(raw[k]) if raw.get(k) else None for k in _LANGUAGE_KEYS)
-    path = _pick_initial(folder, "initial_program", lang_name, suffix, cfg.name)
-    language = _language_of(path, lang_name, cfg.name)
+    mapped = map_openevolve(raw) if cfg.is_file() else OpenEvolveConfig()
+    path = _pick_initial(folder, "initial_program", mapped.language, mapped.file_suffix, cfg.name)
+    language = _language_of(path, mapped.language, cfg.name)
     warnings: list[str] = []
     program = _read_program(path, language, warnings)
     evaluator = folder / "evaluator.py"
     _check_evaluator(evaluator, shinka=False)
-    mapped = map_openevolve(raw) if cfg.is_file() else OpenEvolveConfig()
-    # language/file_suffix are honoured here, so they are not 'ignored'.
-    mapped.ignored = [i for i in mapped.ignored if i.split(" ", 1)[0] not in _LANGUAGE_KEYS]
     warnings = mapped.warnings(cfg.name) + warnings
     # OpenEvolve's own defaults where its config is silent (300 s timeout, cascade on).
     settings = {**OPENEVOLVE_DEFAULTS, **mapped.settings}
