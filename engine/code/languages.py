@@ -72,6 +72,8 @@ LANGUAGES: tuple[LanguageSpec, ...] = (
     LanguageSpec("lua", (".lua",), ("--",), "lua"),
     LanguageSpec("shell", (".sh", ".bash"), ("#",), "bash", aliases=("sh", "bash")),
     LanguageSpec("matlab", (".m",), ("%",), "matlab"),
+    LanguageSpec("systemverilog", (".sv", ".svh", ".v"), _C_COMMENTS, "systemverilog", aliases=("verilog", "sv")),
+    LanguageSpec("wolfram", (".wl", ".wls"), ("(*",), "wolfram", aliases=("mathematica",)),
 )
 PYTHON = LANGUAGES[0]
 _BY_NAME = {alias: spec for spec in LANGUAGES for alias in (spec.name, *spec.aliases)}

@@ -238,3 +238,14 @@ def test_rust_candidate_with_a_python_evaluator_runs_end_to_end(tmp_path):
     children = [t for t in texts if t != RUST]
     assert children, "no proposal was evaluated and kept"
     assert all("// EVOLVE-BLOCK-START" in t and find_regions(t, "rust") for t in children)
+
+
+def test_systemverilog_and_wolfram_markers_are_found_line_by_line() -> None:
+    from engine.code.evolve_blocks import find_regions
+    from engine.code.languages import by_suffix
+
+    sv = "module m;\n// EVOLVE-BLOCK-START\nassign y = a & b;\n// EVOLVE-BLOCK-END\nendmodule\n"
+    wl = "f[x_] := x\n(* EVOLVE-BLOCK-START *)\ng[x_] := 2 x\n(* EVOLVE-BLOCK-END *)\n"
+    for text, suffix in ((sv, ".sv"), (wl, ".wl")):
+        regions = find_regions(text, by_suffix(suffix))
+        assert len(regions) == 1 and text[regions[0].start:regions[0].end].count("\n") == 1
