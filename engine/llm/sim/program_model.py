@@ -6,7 +6,9 @@ fence tag names the language, whose comment prefix marks comments and EVOLVE-BLO
 other programs under "## Other programs", the parent's last change under "## Change that
 produced the current program". It answers with real patches built by program-aware rules:
 perturb a numeric constant inside the EVOLVE-BLOCK, take a line from another program, revert
-the last change, and, at the rates below, emit malformed blocks, SEARCH text that is not in the
+the last change, make a structural edit (swap two adjacent independent statements, flip a
+comparison, an arithmetic operator, min/max or a boolean connective; this is how programs with no
+constants still evolve), and, at the rates below, emit malformed blocks, SEARCH text that is not in the
 program, edits outside the EVOLVE-BLOCK, syntax errors, or re-indented (still valid) blocks.
 """
 
@@ -37,6 +39,8 @@ P_TWO_EDITS = 0.3
 """Perturb two constants instead of one."""
 P_FIX_ON_RETRY = 0.85
 """A retry after patch errors produces a well-formed patch."""
+P_STRUCTURAL = 0.15
+"""A structural edit instead of a constant (always, when the program has no constant)."""
 REL_STEP = 0.12
 """Relative standard deviation of a float perturbation."""
 
@@ -95,6 +99,41 @@ def _perturb(code: str, rng: random.Random, lang: LanguageSpec = PYTHON) -> list
         m = rng.choice(nums)
         edits.append((line, line[: m.start()] + _perturb_number(m.group(0), rng) + line[m.end():]))
     return edits
+
+
+# Operator flips that keep a line parseable in every language we know (spaced or guarded forms).
+_FLIPS: tuple[tuple[re.Pattern, str], ...] = (
+    (re.compile(r"<="), "<"), (re.compile(r">="), ">"),
+    (re.compile(r"(?<![<>=!\-])<(?![<=>\-])"), "<="), (re.compile(r"(?<![<>=\-])>(?![>=])"), ">="),
+    (re.compile(r" \+ "), " - "), (re.compile(r" - "), " + "), (re.compile(r" \* "), " / "),
+    (re.compile(r"\bmin\("), "max("), (re.compile(r"\bmax\("), "min("),
+    (re.compile(r" and "), " or "), (re.compile(r" or "), " and "), (re.compile(r"&&"), "||"), (re.compile(r"\|\|"), "&&"),
+)
+_OPENS_OR_CLOSES = (":", "{", "}", "(", "[", ",", "\\", "then", "do", "begin")
+_FLOW = re.compile(r"^\s*(return|break|continue|else|elif|elseif|end|}|def |fn |func |function |if |for |while )")
+
+
+def _structural(code: str, rng: random.Random, lang: LanguageSpec = PYTHON) -> tuple[list[tuple[str, str]], str] | None:
+    """A structural edit: swap two adjacent simple statements, or flip one operator."""
+    lines = code.splitlines()
+    rows = _editable_lines(code, lang)
+    editable = set(rows)
+    swaps = [i for i in rows if i + 1 in editable and _indent(lines[i]) == _indent(lines[i + 1])
+             and lines[i].strip() != lines[i + 1].strip()
+             and not any(_code_part(lines[j], lang).rstrip().endswith(_OPENS_OR_CLOSES) or _FLOW.match(lines[j])
+                         for j in (i, i + 1))
+             and code.count(lines[i] + "\n" + lines[i + 1]) == 1]
+    flips = [(i, pat, rep) for i in rows if lines.count(lines[i]) == 1
+             for pat, rep in _FLIPS if pat.search(_code_part(lines[i], lang))]
+    if swaps and (not flips or rng.random() < 0.5):
+        i = rng.choice(swaps)
+        return [(lines[i] + "\n" + lines[i + 1], lines[i + 1] + "\n" + lines[i])], "Reorder two statements."
+    if flips:
+        i, pat, rep = rng.choice(flips)
+        body = _code_part(lines[i], lang)
+        m = rng.choice(list(pat.finditer(body)))
+        return [(lines[i], lines[i][: m.start()] + rep + lines[i][m.end():])], "Change the logic of one step."
+    return None
 
 
 def _lhs(line: str) -> str | None:
@@ -198,8 +237,14 @@ def propose(messages: list[dict], text_of, rng: random.Random) -> str:
     elif roll < P_REVERT + P_BORROW:
         others = _OTHER.findall(first)
         edits, reason = (_borrow(code, others, rng, lang) if others else None), "Adopt a setting from a better program."
+    if not edits and rng.random() >= P_STRUCTURAL:
+        edits, reason = _perturb(code, rng, lang), "Tune a constant of the construction."
+    if not edits:
+        structural = _structural(code, rng, lang)
+        if structural is not None:
+            edits, reason = structural
     if not edits:
         edits, reason = _perturb(code, rng, lang), "Tune a constant of the construction."
     if not edits:
-        return "The program has no constant I can tune; I have no change to propose."
+        return "The program has no constant and no step I can change; I have no change to propose."
     return _render(code, edits, fmt, rng, reason, lang)
