@@ -21,7 +21,7 @@ from engine.llm.errors import LLMError
 from engine.llm.shrink import middle_out
 from engine.pool import Artifact
 from engine.selection import merge
-from engine.selection.pareto import pareto_weights, sample_parent
+from engine.selection.pareto import front_weights, sample_parent
 from engine.stages import reflection
 from engine.stages.chain import ChainMixin
 from engine.stages.speculation import SpeculationMixin
@@ -51,7 +51,7 @@ class PromptStages(SpeculationMixin, ChainMixin):
     def select(self) -> tuple[str, list[str]]:
         """A parent from the per-example Pareto front and the next training minibatch."""
         ctx = self.ctx
-        weights = pareto_weights(ctx.pool.live(), ctx.task.val_ids)
+        weights = front_weights(ctx.pool, ctx.task.val_ids)
         return sample_parent(weights, ctx.rng), ctx.sampler.next()
 
     def estimate(self) -> dict[str, float]:
@@ -66,7 +66,7 @@ class PromptStages(SpeculationMixin, ChainMixin):
     def select_merge(self) -> dict | None:
         """A merge of two fully validated front artifacts with a common ancestor, or None."""
         ctx = self.ctx
-        plan = merge.plan_merge(ctx.pool, pareto_weights(ctx.pool.confirmed(), ctx.task.val_ids), ctx.merges.tried,
+        plan = merge.plan_merge(ctx.pool, front_weights(ctx.pool, ctx.task.val_ids, confirmed=True), ctx.merges.tried,
                                 ctx.rng)
         if plan is not None:  # gate batch: validation examples where the two parents differ
             plan["minibatch"] = merge.differing_examples(ctx.pool.get(plan["ours"]), ctx.pool.get(plan["theirs"]),
