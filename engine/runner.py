@@ -135,13 +135,14 @@ class EngineRun:
         were not stored)."""
         store = await _open_store(db_path, create=False)
         run_id = run_id or await store.latest_run_id()
-        record = await store.load_run(run_id) if run_id else None
-        if record is None:
+        # Only the run's own row before the lease: the rest is loaded once, under the lease.
+        rows = await store.fetch_rows("runs", run_id) if run_id else []
+        if not rows:
             await store.close()
             raise SetupError(f"no run {run_id!r} in {db_path}; list runs with `evotui runs --db {db_path}`")
         try:
-            task = load_any_task(record.task_path)
-            config = build_config([("stored run config", record.config),
+            task = load_any_task(rows[0]["task_path"])
+            config = build_config([("stored run config", rows[0]["config"]),
                                    ("command line", {**(overrides or {}), "budget": budget_overrides})])
             task = with_program_settings(task, config.program)
         except (TaskError, ConfigError) as exc:
@@ -163,9 +164,7 @@ class EngineRun:
         except SetupError:
             await release_quietly(store, held)
             raise
-        # The rows written before the lease was ours are complete now: reload under the lease.
-        record = await store.load_run(run_id)
-        backlog = _restore(ctx, record)
+        backlog = _restore(ctx, await store.load_run(run_id))
         store.update_run(run_id, status="running", updated_at=time.time())
         await store.flush()
         run = cls(ctx, db_path, sim_state, resumed=True, backlog=backlog)

@@ -11,13 +11,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import sys
 from pathlib import Path
 
 from engine.config import ConfigError
-from engine.context import EXIT_IO
 from evotui import options
 
 DEFAULT_DB = Path(os.environ.get("EVOTUI_DB", "evotui.db"))
@@ -161,7 +159,7 @@ def _run(args: argparse.Namespace) -> int:
 
         return run_tui(args)
     from engine.runner import SetupError
-    from evotui.headless import Terminal, drive
+    from evotui.headless import Terminal, drive, report
 
     async def go() -> int:
         try:
@@ -172,16 +170,7 @@ def _run(args: argparse.Namespace) -> int:
         term = Terminal(sys.stderr)
         result = await drive(run, events_path=args.events, progress_every=args.progress_every, quiet=args.quiet,
                              term=term)
-        for warning in run.warnings:
-            term.say(f"evotui: warning: {warning}")
-        if result.status == "failed":
-            term.say(f"evotui: run failed: {result.reason}")
-        elif result.exit_code == EXIT_IO:
-            term.say(f"evotui: error: {result.reason}")
-        elif result.status == "interrupted":
-            term.say(f"evotui: run interrupted; continue with: evotui resume {result.summary['run_id']} --db {args.db} --no-ui")
-        # If stdout went with the terminal, the summary is still in the database (`evotui show`).
-        term.write(sys.stdout, json.dumps(result.summary, indent=None, sort_keys=False))
+        report(term, run, result, f"evotui resume {result.summary['run_id']} --db {args.db} --no-ui")
         return result.exit_code
 
     return asyncio.run(go())

@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 from typing import TextIO
 
+from engine.context import EXIT_IO
 from engine.events import Subscription
 from engine.runner import EngineRun, RunResult
 from engine.snapshot import EngineSnapshot
@@ -47,6 +48,20 @@ class Terminal:
         except OSError:  # the reader went away without a SIGHUP (a closed pipe, a dead tty)
             if stream is self.err:
                 self.gone = True
+
+
+def report(term: Terminal, run: EngineRun, result: RunResult, resume_hint: str) -> None:
+    """How a run ended, the same for every front end: warnings and the outcome on stderr, the
+    JSON summary on stdout (if stdout went with the terminal, it is in the database: `evotui show`)."""
+    for warning in run.warnings:
+        term.say(f"evotui: warning: {warning}")
+    if result.status == "failed":
+        term.say(f"evotui: run failed: {result.reason}")
+    elif result.exit_code == EXIT_IO:
+        term.say(f"evotui: error: {result.reason}")
+    elif result.status == "interrupted":
+        term.say(f"evotui: run interrupted; continue with: {resume_hint}")
+    term.write(sys.stdout, json.dumps(result.summary))
 
 
 def progress_line(s: EngineSnapshot) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from engine.config import ConfigError, EndpointConfig, read_toml
@@ -88,8 +89,6 @@ def read_config_file(path: Path) -> dict:
     """A --config file: evotui TOML, or an OpenEvolve YAML (its keys mapped, the rest listed)."""
     if path.suffix.lower() not in (".yaml", ".yml"):
         return read_toml(path)
-    import sys
-
     from engine.tasks.openevolve_config import map_openevolve, read_openevolve_yaml
 
     try:
@@ -167,8 +166,6 @@ def config_layers(args: argparse.Namespace) -> list[tuple[str, dict]]:
 async def open_run(args: argparse.Namespace):
     """The EngineRun a `run` or `resume` command asks for (raises SetupError); prints the
     task's warnings once. Shared by the headless and the TUI front ends."""
-    import sys
-
     from engine.runner import EngineRun
 
     if args.command == "run":

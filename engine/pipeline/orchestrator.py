@@ -89,7 +89,6 @@ class Orchestrator:
         self._control_tasks: list[asyncio.Task] = []
         self.stalled = 0
         """Items in a row that ended without a candidate (see BudgetConfig.max_stalled)."""
-        self.backpressure_waits = 0
 
     # -- control --------------------------------------------------------------------------
     def pause(self) -> None:
@@ -150,17 +149,16 @@ class Orchestrator:
         if limit is not None and self.stalled >= limit and self.fatal is None:
             t = self.ctx.tally
             self.fail(FatalRunError(
-                f"no progress: {self.stalled} items in a row ended without a candidate ({t.skipped} skipped "
-                f"because the parent already scores the maximum on its minibatch, {t.failed} failed "
-                f"proposals; last: {item.payload.get('reason', outcome)}); check the metric and the proposer, "
-                "or raise budget.max_stalled", exit_code=EXIT_NO_PROGRESS))
+                f"no progress: {self.stalled} items in a row ended without a candidate (last: "
+                f"{item.payload.get('reason', outcome)}; in the whole run {t.skipped} were skipped because the "
+                f"parent already scores the maximum on its minibatch and {t.failed} failed); check the metric "
+                "and the proposer, or raise budget.max_stalled", exit_code=EXIT_NO_PROGRESS))
 
     async def persisted(self) -> None:
         """Backpressure: while the database is behind by more than [store] allows, no worker
         takes an item and nothing is admitted, so a kill -9 loses at most about that much."""
         store, lim = self.ctx.store, self.ctx.config.store
         if store.pending_writes > lim.max_unsaved_rows or store.lag_s > lim.max_unsaved_s:
-            self.backpressure_waits += 1
             await store.catch_up()
 
     def set_workers(self, stage: str, n: int, reason: str = "user") -> int:

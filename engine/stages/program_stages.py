@@ -104,7 +104,6 @@ class ProgramStages:
 
     async def evaluate_seed(self) -> None:
         """Evaluate the initial program and commit it as pool version 1."""
-        ctx = self.ctx
         current_item.set(None)
         res = await self.run_evaluation(self.task.initial_program)
         if not res.ok:

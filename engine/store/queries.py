@@ -43,11 +43,11 @@ class RunRecord:
     counts: dict[str, Any] = field(default_factory=dict)
 
 
-async def _live_status(conn: aiosqlite.Connection, row: dict[str, Any]) -> dict[str, Any]:
+async def _live_status(conn: aiosqlite.Connection, run_id: str, row: dict[str, Any]) -> dict[str, Any]:
     """A run marked running whose driver is gone (kill -9, a full disk, a power cut) reads as
     interrupted: that is what it is, and `evotui resume` continues it."""
     if row.get("status") == "running":
-        held = await lease.read_lease(conn, row["run_id"])
+        held = await lease.read_lease(conn, run_id)
         if held is None or not lease.holder_alive(held):
             row["status"] = "interrupted"
     return row
@@ -55,7 +55,7 @@ async def _live_status(conn: aiosqlite.Connection, row: dict[str, Any]) -> dict[
 
 async def list_runs(conn: aiosqlite.Connection) -> list[dict[str, Any]]:
     rows = await conn.execute_fetchall(f"SELECT {_LIST_COLUMNS} FROM runs {_NEWEST_FIRST}")
-    return [await _live_status(conn, decode_row(r, drop=())) for r in rows]
+    return [await _live_status(conn, r["run_id"], decode_row(r, drop=())) for r in rows]
 
 
 async def latest_run_id(conn: aiosqlite.Connection) -> str | None:
@@ -71,9 +71,7 @@ async def fetch_rows(conn: aiosqlite.Connection, table: str, run_id: str, *,
         f"SELECT * FROM {table} WHERE run_id = ? {where} ORDER BY {ROW_ORDER[table]}", (run_id, *args))
     decoded = [decode_row(r) for r in rows]
     if table == "runs":
-        decoded = [await _live_status(conn, {**r, "run_id": run_id}) for r in decoded]
-        for r in decoded:
-            r.pop("run_id")
+        decoded = [await _live_status(conn, run_id, r) for r in decoded]
     return decoded
 
 

@@ -31,7 +31,7 @@ from engine.code.languages import LANGUAGES, PYTHON, LanguageSpec, UnknownLangua
 from engine.code.patches import FORMATS
 from engine.config import ConfigError, format_validation_error, read_toml
 from engine.sandbox import SandboxLimits
-from engine.tasks.openevolve_config import OPENEVOLVE_DEFAULTS, OpenEvolveConfig, map_openevolve, read_openevolve_yaml
+from engine.tasks.openevolve_config import OPENEVOLVE_DEFAULTS, map_openevolve, read_openevolve_yaml
 from engine.tasks.prompt_task import TaskError
 
 NATIVE_KEYS = {"name", "kind", "description", "initial_program", "evaluator", "program", "defaults", "language"}
@@ -244,7 +244,7 @@ def load_openevolve(folder: Path) -> ProgramTask:
             raw = read_openevolve_yaml(cfg)
         except ValueError as exc:
             raise TaskError(str(exc)) from None
-    mapped = map_openevolve(raw) if cfg.is_file() else OpenEvolveConfig()
+    mapped = map_openevolve(raw)
     path = _pick_initial(folder, "initial_program", mapped.language, mapped.file_suffix, cfg.name)
     language = _language_of(path, mapped.language, cfg.name)
     warnings: list[str] = []

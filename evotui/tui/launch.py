@@ -8,14 +8,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import signal
 import sys
 
 from engine.runner import SetupError
 from evotui import options
 from evotui.control import ControlServer, socket_path
-from evotui.headless import Terminal
+from evotui.headless import Terminal, report
 from evotui.tui.app import EvoApp
 from evotui.tui.attach import AttachBackend, AttachError
 from evotui.tui.backend import LiveBackend
@@ -102,13 +101,7 @@ async def _run_live(args: argparse.Namespace, settings: UISettings) -> int:
     if result is None:
         term.say("evotui: the run did not finish cleanly; check `evotui show` and resume it")
         return 1
-    for warning in run.warnings:
-        term.say(f"evotui: warning: {warning}")
-    if result.status == "failed":
-        term.say(f"evotui: run failed: {result.reason}")
-    elif result.status == "interrupted":
-        term.say(f"evotui: run interrupted; continue with: evotui resume {result.summary['run_id']} --db {args.db}")
-    term.write(sys.stdout, json.dumps(result.summary))
+    report(term, run, result, f"evotui resume {result.summary['run_id']} --db {args.db}")
     return result.exit_code
 
 
