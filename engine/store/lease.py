@@ -20,6 +20,7 @@ from pathlib import Path
 import aiosqlite
 
 from .errors import StoreError
+from .opening import immediate
 
 LEASE_TTL_S = 30.0
 """A holder on another host whose heartbeat is older than this is presumed dead."""
@@ -100,8 +101,7 @@ async def acquire(conn: aiosqlite.Connection, run_id: str, db_path: Path) -> Lea
     mine = Lease(run_id=run_id, token=uuid.uuid4().hex, pid=pid, host=socket.gethostname(),
                  pid_started=_process_start(pid), acquired_at=now, heartbeat_at=now)
     try:
-        await conn.execute("BEGIN IMMEDIATE")
-        try:
+        async with immediate(conn):
             rows = list(await conn.execute_fetchall(_SELECT, (run_id,)))
             if rows:
                 holder = _row_to_lease(rows[0])
@@ -113,11 +113,6 @@ async def acquire(conn: aiosqlite.Connection, run_id: str, db_path: Path) -> Lea
                 "INSERT OR REPLACE INTO leases (run_id, token, pid, host, pid_started, acquired_at, heartbeat_at) "
                 "VALUES (?, ?, ?, ?, ?, ?, ?)",
                 (mine.run_id, mine.token, mine.pid, mine.host, mine.pid_started, mine.acquired_at, mine.heartbeat_at))
-            await conn.execute("COMMIT")
-        except BaseException:
-            if conn.in_transaction:
-                await conn.execute("ROLLBACK")
-            raise
     except sqlite3.Error as exc:
         raise StoreError(f"{db_path}: cannot take the lease of run {run_id} ({exc}); check that the "
                          "file is writable and not on a filesystem without locking") from exc

@@ -5,6 +5,7 @@ Every refusal is a StoreError whose message names the path and what to do about 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sqlite3
 from pathlib import Path
@@ -71,6 +72,20 @@ async def connect(path: Path, *, create: bool, readonly: bool) -> aiosqlite.Conn
     return conn
 
 
+@contextlib.asynccontextmanager
+async def immediate(conn: aiosqlite.Connection):
+    """One write transaction on an autocommit connection: committed if the block ends, rolled
+    back if it raises (whatever it raises)."""
+    await conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+        await conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            await conn.execute("ROLLBACK")
+        raise
+
+
 async def _pragma(conn: aiosqlite.Connection, name: str) -> int:
     rows = list(await conn.execute_fetchall(f"PRAGMA {name}"))
     return int(rows[0][0])
@@ -122,8 +137,7 @@ async def _prepare(conn: aiosqlite.Connection, path: Path, *, create: bool, read
 async def _migrate(conn: aiosqlite.Connection, path: Path) -> None:
     """Apply every pending step and the new version number in one transaction: all or nothing."""
     try:
-        await conn.execute("BEGIN IMMEDIATE")
-        try:
+        async with immediate(conn):
             # Re-read under the write lock: another process may have migrated meanwhile.
             current = await _pragma(conn, "user_version")
             for step in pending_migrations(current):
@@ -131,11 +145,6 @@ async def _migrate(conn: aiosqlite.Connection, path: Path) -> None:
                     await conn.execute(statement)
             await conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
             await conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
-            await conn.execute("COMMIT")
-        except BaseException:
-            if conn.in_transaction:
-                await conn.execute("ROLLBACK")
-            raise
     except sqlite3.Error as exc:
         raise StoreError(f"cannot upgrade {path} to schema v{SCHEMA_VERSION} ({exc}); "
                          f"the file is unchanged; {_FIX}") from exc
