@@ -40,6 +40,7 @@ from engine.store.store import Store, StoreError
 from engine.stages.program_stages import ProgramStages
 from engine.tasks.loader import load_any_task, with_program_settings
 from engine.tasks.prompt_task import PromptTask, TaskError
+from engine.tasks.sim_behaviours import all_behaviours
 
 SIM_BASE = "http://sim/v1"
 
@@ -351,7 +352,7 @@ async def _build_context(run_id: str, config: RunConfig, task: PromptTask, store
     sim_state = None
     transport: httpx.AsyncBaseTransport | None = None
     if config.uses_sim:
-        transport, sim_state = sim_transport(config.sim)
+        transport, sim_state = sim_transport(config.sim, behaviours=all_behaviours())
 
     sink = CallSink()
     try:

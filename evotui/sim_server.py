@@ -1,4 +1,7 @@
-"""`evotui sim-server`: the simulated backend over real HTTP on loopback (uvicorn)."""
+"""`evotui sim-server`: the simulated backend over real HTTP on loopback (uvicorn).
+
+It answers every built-in task's request layout (all their plug-ins, recognised by content).
+"""
 
 from __future__ import annotations
 
@@ -12,6 +15,7 @@ def main(args: argparse.Namespace) -> int:
     import uvicorn
 
     from engine.llm.sim.app import create_sim_app
+    from engine.tasks.sim_behaviours import all_behaviours
 
     fields = {"profile": args.profile, "seed": args.seed}
     if args.time_scale is not None:
@@ -25,8 +29,9 @@ def main(args: argparse.Namespace) -> int:
         file=sys.stderr,
         flush=True,
     )
+    app = create_sim_app(cfg, behaviours=all_behaviours())
     try:
-        uvicorn.run(create_sim_app(cfg), host=args.host, port=args.port, log_level="warning", access_log=False)
+        uvicorn.run(app, host=args.host, port=args.port, log_level="warning", access_log=False)
     except OSError as exc:
         print(f"evotui: error: cannot listen on {args.host}:{args.port} ({exc}); choose another --port", file=sys.stderr)
         return 2

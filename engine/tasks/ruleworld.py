@@ -4,8 +4,9 @@ Each example asks for a list of items written on one line. Ten hidden house rule
 format; most apply only to some examples (a category, a priority, an audience, a list size).
 ``score`` checks the applicable rules on the last non-empty line of any output, so a real LLM's
 answer is scored exactly like the simulated model's. Each rule also carries the sentences the
-simulator needs: the canonical statement, paraphrases, a conflicting wrong variant, the feedback
-sentence, and keyword patterns that recognise a rule stated in other words.
+simulator's plug-in (ruleworld_sim.py) needs: the canonical statement, paraphrases, a
+conflicting wrong variant, the feedback sentence, and keyword patterns that recognise a rule
+stated in other words.
 """
 
 from __future__ import annotations

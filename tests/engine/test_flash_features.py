@@ -26,7 +26,7 @@ from engine.pipeline.staleness import ReflectivePolicy, make_policy
 from engine.pool import Artifact, Pool
 from engine.selection.val_order import ValidationOrder
 from engine.stages.reflection import build_reflect_messages, parse_verdict
-from engine.llm.sim import stale_model
+from engine.tasks import ruleworld_sim as stale_model
 from engine.tasks.ruleworld import RULES
 from tests.engine.fakes import VAL_KEYWORDS, completion, harness, until  # noqa: F401  (harness is a fixture)
 

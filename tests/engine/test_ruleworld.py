@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from engine.llm.sim.answer import answer, truncate
-from engine.llm.sim.ruleworld_model import answer_example, reflect, render
+from engine.llm.sim.answer import answer as sim_answer
+from engine.llm.sim.answer import truncate
 from engine.tasks.ruleworld import (
     RULES,
     classify,
@@ -22,9 +22,15 @@ from engine.tasks.ruleworld import (
     prompt_status,
     score,
 )
+from engine.tasks.ruleworld_sim import RuleWorldBehaviour, answer_example, reflect, render
 
 TASK = Path(__file__).resolve().parents[2] / "tasks" / "rules"
 ALL_RULES = "\n".join(r.statement for r in RULES)
+
+
+def answer(messages: list[dict], stage: str, rng: random.Random) -> str:
+    """The simulator's reply with the rules task's plug-in, as the engine's backend has it."""
+    return sim_answer(messages, stage, rng, (RuleWorldBehaviour(),))
 
 
 def load(name: str) -> list[dict]:

@@ -13,8 +13,10 @@ import uvicorn
 
 from engine.config import LengthDist, SimConfig
 from engine.llm.sim import create_sim_app, sim_transport
+from engine.llm.sim.plugins import SimRequest
 from engine.llm.sim.serving import ManualClock
 from engine.tasks.ruleworld import RULES, generate_examples, score
+from engine.tasks.sim_behaviours import all_behaviours
 
 BASE = "http://sim/v1"
 
@@ -46,7 +48,7 @@ async def test_models_health_and_errors() -> None:
 
 
 async def test_rollout_reply_shape_and_rule_following() -> None:
-    transport, state = sim_transport(SimConfig(time_scale=5000))
+    transport, state = sim_transport(SimConfig(time_scale=5000), behaviours=all_behaviours())
     ex = generate_examples(11, 5, "t")[0]
     system = "\n".join(r.statement for r in RULES)
     async with httpx.AsyncClient(transport=transport, base_url=BASE) as c:
@@ -66,7 +68,7 @@ async def test_rollout_reply_shape_and_rule_following() -> None:
 
 
 async def test_stream_sends_chunks_usage_and_done() -> None:
-    transport, _ = sim_transport(SimConfig(time_scale=5000))
+    transport, _ = sim_transport(SimConfig(time_scale=5000), behaviours=all_behaviours())
     ex = generate_examples(3, 1, "t")[0]
     async with httpx.AsyncClient(transport=transport, base_url=BASE) as c:
         r = await c.post("/chat/completions", json=chat(ex["input"], "Sort fruit lists alphabetically.",
@@ -84,7 +86,7 @@ async def test_stream_sends_chunks_usage_and_done() -> None:
 
 
 async def test_length_limit_truncates_proposal() -> None:
-    transport, state = sim_transport(SimConfig(time_scale=5000, lengths=fixed(500)))
+    transport, state = sim_transport(SimConfig(time_scale=5000, lengths=fixed(500)), behaviours=all_behaviours())
     prompt = ("Current instructions:\n```\nFormat the list.\n```\nInput: ...\n"
               "Feedback: Fruit items were not in alphabetical order (A to Z).")
     async with httpx.AsyncClient(transport=transport, base_url=BASE) as c:
@@ -102,7 +104,7 @@ async def test_length_limit_truncates_proposal() -> None:
 
 async def test_same_seed_same_lengths_and_answers() -> None:
     async def run(seed: int) -> list[tuple[int, str]]:
-        transport, _ = sim_transport(SimConfig(seed=seed, time_scale=5000))
+        transport, _ = sim_transport(SimConfig(seed=seed, time_scale=5000), behaviours=all_behaviours())
         out = []
         async with httpx.AsyncClient(transport=transport, base_url=BASE) as c:
             for ex in generate_examples(5, 6, "t"):
@@ -114,6 +116,35 @@ async def test_same_seed_same_lengths_and_answers() -> None:
     first = await run(1)
     assert await run(1) == first
     assert [n for n, _ in await run(2)] != [n for n, _ in first]
+
+
+class Magic:
+    """A toy task plug-in: answers requests that ask for the magic word, declines the word 'pass'."""
+
+    name = "magic"
+
+    def __init__(self, word: str) -> None:
+        self.word = word
+
+    def recognises(self, request: SimRequest) -> bool:
+        return request.kind == "task" and "magic word" in request.user
+
+    def answer(self, request: SimRequest, rng) -> str | None:
+        return None if "pass" in request.user else f"{self.word} ({request.stage})"
+
+
+async def test_plugins_answer_first_in_order_and_decline_to_the_generic_model() -> None:
+    async def ask(content: str, *behaviours: Magic) -> str:
+        """The reply of a fresh backend (same seed, first request) with these plug-ins."""
+        transport, _ = sim_transport(SimConfig(time_scale=5000), behaviours=behaviours)
+        async with httpx.AsyncClient(transport=transport, base_url=BASE) as c:
+            r = await c.post("/chat/completions", json=chat(content), headers={"X-Evotui-Stage": "rollout"})
+        return r.json()["choices"][0]["message"]["content"]
+
+    plugins = (Magic("abracadabra"), Magic("shazam"))
+    assert await ask("Say the magic word.", *plugins) == "abracadabra (rollout)"
+    assert await ask("Say the magic word.") == await ask("What is 2+2?")  # no plug-in: the generic answer
+    assert await ask("magic word: pass", *plugins) == await ask("magic word: pass")  # declined: the same generic reply
 
 
 async def test_api_profile_answers_429_above_cap() -> None:

@@ -1,17 +1,21 @@
-"""What the simulated model says: dispatch a chat request to a behaviour by stage and content.
+"""What the simulated model says: read a chat request, then let task plug-ins or a generic behaviour answer.
 
-The visible reply is short (a reasoning line plus the answer); the hidden reasoning of a
-thinking model is accounted for only in ``usage.completion_tokens`` (see serving.py).
+The request's kind comes from the stage and the content (see plugins.py); task plug-ins are
+asked first, in order, and the generic behaviours below answer whatever they decline. The
+visible reply is short (a reasoning line plus the answer); the hidden reasoning of a thinking
+model is accounted for only in ``usage.completion_tokens`` (see serving.py).
 """
 
 from __future__ import annotations
 
 import random
 import re
+from typing import Sequence
 
-from engine.llm.sim import program_model, stale_model
-from engine.llm.sim.ruleworld_model import answer_example, reflect
-from engine.tasks.ruleworld import parse_input
+from engine.llm.sim import program_model
+from engine.llm.sim.plugins import Kind, SimBehaviour, SimRequest, message_text
+
+__all__ = ["answer", "message_text", "read_request", "truncate"]
 
 _FENCE = re.compile(r"```([^\n]*)\n(.*?)```", re.S)
 _GENERIC_NOTES = (
@@ -24,15 +28,7 @@ _GENERIC_ANSWERS = (
     "The answer, following the given instructions, is above.",
     "Done: the request has been handled as instructed.",
 )
-
-
-def message_text(content: object) -> str:
-    """Text of a message content (a string or a list of OpenAI content parts)."""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "".join(p.get("text", "") for p in content if isinstance(p, dict) and isinstance(p.get("text"), str))
-    return ""
+_KEEP = "VERDICT: keep\nREASON: no conflict with the pool changes found"
 
 
 def _rework(user: str, rng: random.Random) -> str:
@@ -48,21 +44,43 @@ def _rework(user: str, rng: random.Random) -> str:
     return f"Reasoning: the feedback gives no specific fix, so I only tightened the wording.\n```{lang}\n{body}\n{extra}\n```"
 
 
-def answer(messages: list[dict], stage: str, rng: random.Random) -> str:
-    """The visible content of the reply to ``messages`` sent for ``stage``."""
+def read_request(messages: list[dict], stage: str) -> SimRequest:
+    """The request as the simulated model reads it; its kind from the stage and content alone."""
     system = "\n".join(message_text(m.get("content")) for m in messages if m.get("role") == "system")
     users = [message_text(m.get("content")) for m in messages if m.get("role") == "user"]
     user = users[-1] if users else ""
+    kind: Kind
     if stage in ("propose", "default") and program_model.patch_format(system):
-        return program_model.propose(messages, message_text, rng)
-    if stage == "reflect":
-        return stale_model.judge(user, rng) or "VERDICT: keep\nREASON: no conflict with the pool changes found"
-    if stage == "propose" or (stage not in ("rollout", "evaluate") and "```" in user and "Feedback:" in user):
-        return reflect(user, rng) or _rework(user, rng)
-    example = parse_input(user)
-    if example is not None:
-        return answer_example(system or user, example, rng)
+        kind = "patch"
+    elif stage == "reflect":
+        kind = "judge"
+    elif stage == "propose" or (stage not in ("rollout", "evaluate") and "```" in user and "Feedback:" in user):
+        kind = "propose"
+    else:
+        kind = "task"
+    return SimRequest(messages=messages, stage=stage, kind=kind, system=system, user=user)
+
+
+def _generic(req: SimRequest, rng: random.Random) -> str:
+    if req.kind == "patch":
+        return program_model.propose(req.messages, message_text, rng)
+    if req.kind == "judge":
+        return _KEEP
+    if req.kind == "propose":
+        return _rework(req.user, rng)
     return rng.choice(_GENERIC_ANSWERS)
+
+
+def answer(messages: list[dict], stage: str, rng: random.Random,
+           behaviours: Sequence[SimBehaviour] = ()) -> str:
+    """The visible content of the reply to ``messages`` sent for ``stage``."""
+    req = read_request(messages, stage)
+    for behaviour in behaviours:
+        if behaviour.recognises(req):
+            text = behaviour.answer(req, rng)
+            if text is not None:
+                return text
+    return _generic(req, rng)
 
 
 def truncate(text: str) -> str:

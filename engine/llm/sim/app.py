@@ -1,8 +1,10 @@
 """The simulated OpenAI-compatible backend as a plain ASGI application.
 
 Works in-process through ``httpx.ASGITransport`` (see ``sim_transport``) and under uvicorn on
-loopback. Every response carries ``"system_fingerprint": "evotui-simulated"``: results obtained
-with it are simulated, not measurements of a real model.
+loopback. It knows no task: task plug-ins (``behaviours``, see plugins.py) teach it their
+request layouts; without them it gives only generic answers. Every response carries
+``"system_fingerprint": "evotui-simulated"``: results obtained with it are simulated, not
+measurements of a real model.
 """
 
 from __future__ import annotations
@@ -13,12 +15,13 @@ import math
 import random
 import time
 import uuid
-from typing import Any, Awaitable, Callable
+from typing import Any, Awaitable, Callable, Sequence
 
 import httpx
 
 from engine.config import SimConfig
-from engine.llm.sim.answer import answer, message_text, truncate
+from engine.llm.sim.answer import answer, truncate
+from engine.llm.sim.plugins import SimBehaviour, message_text
 from engine.llm.sim.serving import Clock, Job, LengthSampler, RealClock, Rejected, make_server
 
 MODEL_ID = "sim-qwen3-8b"
@@ -171,8 +174,9 @@ def _parse_chat(body: bytes) -> dict:
 class SimApp:
     """ASGI callable; ``state`` exposes the backend's counters."""
 
-    def __init__(self, cfg: SimConfig, clock: Clock | None = None) -> None:
+    def __init__(self, cfg: SimConfig, clock: Clock | None = None, behaviours: Sequence[SimBehaviour] = ()) -> None:
         self.cfg = cfg
+        self.behaviours = tuple(behaviours)
         self.state = SimBackendState(cfg, clock or RealClock(cfg.time_scale))
 
     async def __call__(self, scope: dict, receive: Receive, send: Send) -> None:
@@ -231,7 +235,7 @@ class SimApp:
         limit = req.get("max_completion_tokens", req.get("max_tokens"))
         if limit is not None and tokens > limit:
             tokens, finish_reason = limit, "length"
-        text = answer(messages, stage, st.next_rng(req.get("seed")))
+        text = answer(messages, stage, st.next_rng(req.get("seed")), self.behaviours)
         if finish_reason == "length":
             text = truncate(text)
         job = Job(prompt_tokens=prompt_tokens, tokens=tokens)
@@ -319,11 +323,14 @@ class _Reply:
         await send({"type": "http.response.body", "body": body, "more_body": False})
 
 
-def create_sim_app(cfg: SimConfig, clock: Clock | None = None) -> SimApp:
-    return SimApp(cfg, clock)
+def create_sim_app(cfg: SimConfig, clock: Clock | None = None, *,
+                   behaviours: Sequence[SimBehaviour] = ()) -> SimApp:
+    """The backend; ``behaviours`` are task plug-ins asked before the generic answers, in order."""
+    return SimApp(cfg, clock, behaviours)
 
 
-def sim_transport(cfg: SimConfig, clock: Clock | None = None) -> tuple[httpx.ASGITransport, SimBackendState]:
+def sim_transport(cfg: SimConfig, clock: Clock | None = None, *,
+                  behaviours: Sequence[SimBehaviour] = ()) -> tuple[httpx.ASGITransport, SimBackendState]:
     """In-process transport for the engine; use it with base_url ``http://sim/v1``."""
-    app = create_sim_app(cfg, clock)
+    app = create_sim_app(cfg, clock, behaviours=behaviours)
     return httpx.ASGITransport(app=app), app.state

@@ -1,11 +1,13 @@
-"""How the simulated model behaves in the rule world.
+"""The rules task's plug-in for the simulated model (``RuleWorldBehaviour``).
 
-Task model: reads which rules the system prompt states (keyword recognition, so a real LLM's
-wording counts too) and formats the example, following each applicable rule with a probability
-that depends on how it is stated. Reflector: reads only the request text (the current
-instructions in the first fenced block and the ``Feedback:`` lines), maps feedback sentences back
-to rules and returns edited instructions, with realistic mistakes. Every probability is a
-module constant documented in README.md.
+The simulator knows no task (engine/llm/sim/plugins.py); this module teaches it the rule world,
+recognising requests by content only. Task model: reads which rules the system prompt states
+(keyword recognition, so a real LLM's wording counts too) and formats the example, following each
+applicable rule with a probability that depends on how it is stated. Reflector: reads only the
+request text (the current instructions in the first fenced block and the ``Feedback:`` lines),
+maps feedback sentences back to rules and returns edited instructions, with realistic mistakes.
+Stale-proposal judge (reflective async): compares the rule statements a stale proposal added with
+the current best. Every probability is a module constant documented in engine/llm/sim/README.md.
 """
 
 from __future__ import annotations
@@ -14,7 +16,8 @@ import random
 import re
 from collections import Counter
 
-from engine.tasks.ruleworld import RULE_BY_ID, RULES, classify, distinct, prompt_status, sentences
+from engine.llm.sim.plugins import SimRequest
+from engine.tasks.ruleworld import RULE_BY_ID, RULES, classify, distinct, parse_input, prompt_status, sentences
 
 P_FOLLOW_STATED = 0.94
 """A rule stated correctly (and not contradicted) is followed with this probability."""
@@ -37,6 +40,9 @@ P_DROP_LINE = 0.07
 """The reflector accidentally drops one existing line."""
 P_REDUNDANT = 0.10
 """The reflector restates an already stated rule (a redundant edit)."""
+
+P_MISJUDGE = 0.1
+"""The simulated stale-proposal judge gets the verdict wrong this often."""
 
 _VAGUE = (
     "Pay close attention to the required format of each list.",
@@ -172,3 +178,88 @@ def reflect(user_text: str, rng: random.Random) -> str | None:
         notes.append("found no specific formatting problem to fix")
     new_text = "\n".join(lines).strip() or current
     return f"Reasoning: from {len(feedback)} feedback line(s) I {'; '.join(notes)}.\n```\n{new_text}\n```"
+
+
+def judge(user_text: str, rng: random.Random) -> str | None:
+    """A VERDICT/REASON answer to a stale-proposal check, or None when the request is not one.
+
+    Reads the current best instructions (first fenced block), the stale proposal's change (the
+    `+` lines of its diff) and classifies the rule statements the proposal added:
+    - all already stated correctly in the best       -> discard (redundant)
+    - a wrong variant of a rule the best states right -> discard (conflicting)
+    - rules the best lacks (or states wrongly)        -> patch: the best plus those lines
+    - nothing recognisable added                      -> discard (too specific / vague)
+    With probability P_MISJUDGE the verdict is flipped between patch/keep and discard, so
+    reflection is useful but not an oracle.
+    """
+    if "## Stale proposal" not in user_text or "## Current best instructions" not in user_text:
+        return None
+    blocks = _FENCE.findall(user_text)
+    if len(blocks) < 2:
+        return None
+    best = blocks[0].strip("\n")
+    section = user_text.split("## Stale proposal", 1)[1].split("## Pool changes since then", 1)[0]
+    added = [ln[1:].strip() for ln in section.splitlines() if ln.startswith("+") and ln[1:].strip()]
+    status = prompt_status(best)
+    new_lines: list[str] = []
+    redundant = conflicting = 0
+    for line in added:
+        stated = classify(line)
+        if not stated:
+            continue
+        useful = False
+        for rid, kind in stated:
+            if kind == "right" and status[rid] in ("none", "wrong"):
+                useful = True
+            elif kind == "wrong" and status[rid] in ("right", "both"):
+                conflicting += 1
+            else:
+                redundant += 1
+        if useful:
+            new_lines.append(line)
+    if new_lines:
+        verdict, reason = "patch", f"adds {len(new_lines)} rule(s) the current best lacks"
+    elif conflicting:
+        verdict, reason = "discard", "conflicts with a rule the current best already states"
+    elif redundant:
+        verdict, reason = "discard", "redundant: the current best already states it"
+    else:
+        verdict, reason = "discard", "too specific: no transferable rule"
+    if rng.random() < P_MISJUDGE:
+        verdict = "discard" if verdict == "patch" else "keep"
+        reason = "(misjudged) " + reason
+    if verdict == "patch":
+        patched = "\n".join([best.rstrip(), *new_lines]).strip()
+        return f"VERDICT: patch\nREASON: {reason}\n```\n{patched}\n```"
+    return f"VERDICT: {verdict}\nREASON: {reason}"
+
+
+class RuleWorldBehaviour:
+    """The rule world as a simulator plug-in (``SimBehaviour``): task model, reflector, judge.
+
+    Recognition is by content: an example input (``Category:`` / ``Items:`` lines) for task
+    requests, a fenced block followed by ``Feedback:`` lines for proposals, the stale-proposal
+    headings for judge requests. Like a real model it also reflects on another prompt task's
+    feedback (finding no rule to fix there), which is what the simulator has always done.
+    """
+
+    name = "rules"
+
+    def recognises(self, request: SimRequest) -> bool:
+        user = request.user
+        if request.kind == "task":
+            return parse_input(user) is not None
+        if request.kind == "propose":
+            m = _FENCE.search(user)
+            return m is not None and _FEEDBACK.search(user, m.end()) is not None
+        if request.kind == "judge":
+            return "## Stale proposal" in user and "## Current best instructions" in user
+        return False
+
+    def answer(self, request: SimRequest, rng: random.Random) -> str | None:
+        if request.kind == "judge":
+            return judge(request.user, rng)
+        if request.kind == "propose":
+            return reflect(request.user, rng)
+        example = parse_input(request.user) if request.kind == "task" else None
+        return answer_example(request.system or request.user, example, rng) if example is not None else None
