@@ -17,7 +17,8 @@ from engine.events import EventBus
 from engine.llm.client import LLMClient
 from engine.pipeline.staleness import StalenessPolicy
 from engine.pool import Pool
-from engine.selection.pareto import MinibatchSampler
+from engine.run_state import ChainState, MergeState, ProgramCounters, RunState, Tally
+from engine.selection.pareto import MinibatchSampler, restore_rng, rng_state
 from engine.selection.val_order import ValidationOrder
 from engine.store.store import Store
 from engine.tasks.prompt_task import PromptTask
@@ -58,98 +59,6 @@ class CallSink:
 
 
 @dataclass
-class Tally:
-    """Outcome counters of this run (restored on resume from the store)."""
-
-    proposals: int = 0
-    """Proposals the LLM returned in usable form."""
-    proposal_attempts: int = 0
-    accepted: int = 0
-    rejected: int = 0
-    failed: int = 0
-    discarded_stale: int = 0
-    skipped: int = 0
-    merges_tried: int = 0
-    merges_accepted: int = 0
-    superseded: int = 0
-    """mode chain: gate-passing heads left unvalidated because a newer head carries their edit."""
-    speculative_inserted: int = 0
-    speculative_confirmed: int = 0
-    speculative_removed: int = 0
-    wasted_tokens: int = 0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    llm_calls: int = 0
-    llm_errors: int = 0
-    llm_retries: int = 0
-    metric_calls: int = 0
-    fail_reasons: Counter = field(default_factory=Counter)
-
-    def to_dict(self) -> dict:
-        out = {k: v for k, v in self.__dict__.items() if k != "fail_reasons"}
-        out["fail_reasons"] = dict(self.fail_reasons)
-        return out
-
-    @classmethod
-    def from_dict(cls, data: dict) -> "Tally":
-        tally = cls()
-        for key, value in data.items():
-            if key == "fail_reasons":
-                tally.fail_reasons = Counter(value)
-            elif hasattr(tally, key):
-                setattr(tally, key, value)
-        return tally
-
-
-@dataclass
-class MergeState:
-    """Merges owed (one per accepted proposal), merges started, and pairs already tried."""
-
-    due: int = 0
-    done: int = 0
-    tried: set[tuple[str, str]] = field(default_factory=set)
-
-    def count_accepted(self, is_merge: bool, tally: "Tally") -> None:
-        """GEPA owes a merge attempt for every new proposal in the pool; merges owe none."""
-        if is_merge:
-            tally.merges_accepted += 1
-        else:
-            self.due += 1
-
-    def to_dict(self) -> dict:
-        return {"due": self.due, "done": self.done, "tried": sorted(list(p) for p in self.tried)}
-
-    @classmethod
-    def from_dict(cls, d: dict) -> "MergeState":
-        return cls(int(d.get("due", 0)), int(d.get("done", 0)), {(a, b) for a, b in d.get("tried", [])})
-
-
-@dataclass
-class ChainState:
-    """mode chain: the newest head that chains build on (engine/stages/chain.py)."""
-
-    head_text: str = ""
-    head_base: str = ""
-    """The newest pool artifact the head is or descends from (lineage and version gaps)."""
-    head_chain: list[str] = field(default_factory=list)
-    """Items whose unvalidated candidates led to the head, newest first (empty when the head is
-    head_base itself); validation picks the nearest of them that made it into the pool."""
-    seq: int = 0
-    """Bumped at every new head, so a chain can tell that another one moved it."""
-
-    MAX_CHAIN = 50
-
-    def to_dict(self) -> dict:
-        return {"head_text": self.head_text, "head_base": self.head_base, "head_chain": list(self.head_chain),
-                "seq": self.seq}
-
-    @classmethod
-    def from_dict(cls, d: dict) -> "ChainState":
-        return cls(str(d.get("head_text", "")), str(d.get("head_base", "")), [str(i) for i in d.get("head_chain", [])],
-                   int(d.get("seq", 0)))
-
-
-@dataclass
 class RunContext:
     run_id: str
     config: RunConfig
@@ -165,15 +74,12 @@ class RunContext:
     sampler: MinibatchSampler
     backend: str
     call_sink: CallSink
-    tally: Tally = field(default_factory=Tally)
+    state: RunState = field(default_factory=RunState)
+    """The mutable state a resume restores (engine/run_state.py); tally, merges, chain,
+    gap_histogram, staleness_counts, item_seq and program below are views of it."""
     reservations: dict[str, Reservation] = field(default_factory=dict)
-    gap_histogram: Counter = field(default_factory=Counter)
-    staleness_counts: Counter = field(default_factory=Counter)
     val_order: ValidationOrder | None = None
-    merges: MergeState = field(default_factory=MergeState)
-    chain: ChainState = field(default_factory=ChainState)
     seed_id: str = ""
-    item_seq: int = 0
     started_mono: float = field(default_factory=time.monotonic)
     best_history: list[tuple[float, float]] = field(default_factory=list)
     """(elapsed wall seconds, best val mean) whenever the best improves."""
@@ -188,3 +94,79 @@ class RunContext:
     def next_item_id(self) -> str:
         self.item_seq += 1
         return f"i{self.item_seq:06d}"
+
+    def capture_state(self) -> RunState:
+        """The run state with the RNG, sampler, validation order and budget as they are now:
+        what Recorder.save_run_state stores."""
+        s = self.state
+        s.rng = rng_state(self.rng)
+        s.sampler = self.sampler.state()
+        s.val_order = self.val_order.state() if self.val_order is not None else None
+        s.budget = self.budget.counters(self.elapsed())
+        s.budget_limits = self.budget.limits_dict()
+        return s
+
+    def restore_state(self, state: RunState) -> None:
+        """Adopt a stored state (resume): its counters, and its generators' positions when it has
+        them. The budget is rebuilt by the caller, which reconciles it with the stored rows."""
+        self.state = state
+        if state.rng is not None:
+            restore_rng(self.rng, state.rng)
+        if state.sampler is not None:
+            self.sampler.restore(state.sampler)
+        if state.val_order is not None and self.val_order is not None:
+            self.val_order.restore(state.val_order)
+
+    # The names stages and the pipeline have always used, kept as views of self.state.
+    @property
+    def tally(self) -> Tally:
+        return self.state.tally
+
+    @tally.setter
+    def tally(self, value: Tally) -> None:
+        self.state.tally = value
+
+    @property
+    def merges(self) -> MergeState:
+        return self.state.merges
+
+    @merges.setter
+    def merges(self, value: MergeState) -> None:
+        self.state.merges = value
+
+    @property
+    def chain(self) -> ChainState:
+        return self.state.chain
+
+    @chain.setter
+    def chain(self, value: ChainState) -> None:
+        self.state.chain = value
+
+    @property
+    def gap_histogram(self) -> Counter:
+        return self.state.gap_histogram
+
+    @gap_histogram.setter
+    def gap_histogram(self, value: Counter) -> None:
+        self.state.gap_histogram = value
+
+    @property
+    def staleness_counts(self) -> Counter:
+        return self.state.staleness_counts
+
+    @staleness_counts.setter
+    def staleness_counts(self, value: Counter) -> None:
+        self.state.staleness_counts = value
+
+    @property
+    def item_seq(self) -> int:
+        return self.state.item_seq
+
+    @item_seq.setter
+    def item_seq(self, value: int) -> None:
+        self.state.item_seq = value
+
+    @property
+    def program(self) -> ProgramCounters:
+        """Program-task counters (patch retries, tolerant blocks, filter counts)."""
+        return self.state.program

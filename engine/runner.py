@@ -20,7 +20,7 @@ import httpx
 from engine import events as ev
 from engine.budget import Budget
 from engine.config import LOCAL_URL, SIM_URL, ConfigError, EndpointConfig, RunConfig, build_config
-from engine.context import EXIT_IO, CallSink, ChainState, FatalRunError, MergeState, RunContext, Tally
+from engine.context import EXIT_IO, CallSink, FatalRunError, RunContext
 from engine.events import EventBus
 from engine.items import WorkItem
 from engine.llm.client import LLMClient
@@ -30,14 +30,17 @@ from engine.llm.local import LocalServerError, client_endpoint, start_for_config
 from engine.llm.sim import sim_transport
 from engine.pipeline.orchestrator import Orchestrator
 from engine.pipeline.staleness import make_policy
-from engine.pool import Artifact, PoolChange, Pool
-from engine.selection.pareto import MinibatchSampler, restore_rng
+from engine.pool import PoolChange, Pool
+from engine.run_state import RunState, artifact_from_row
+from engine.selection.pareto import MinibatchSampler
 from engine.selection.val_order import ValidationOrder
-from engine.snapshot import EngineSnapshot, take_snapshot
+from engine.snapshot import EngineSnapshot, build_snapshot
 from engine.run_lease import keep_lease, mark_interrupted, release_quietly, remove_db_files
 from engine.store.lease import Lease
 from engine.store.store import Store, StoreError
-from engine.stages.program_stages import ProgramStages
+from engine.pipeline.modes import mode_named
+from engine.stages.kinds import build_handlers, search_params
+from engine.strategy import UnknownStrategy, build as build_strategy
 from engine.tasks.loader import load_any_task, with_program_settings
 from engine.tasks.prompt_task import PromptTask, TaskError
 from engine.tasks.sim_behaviours import all_behaviours
@@ -72,8 +75,7 @@ class EngineRun:
         self.sim_state = sim_state
         self.resumed = resumed
         self.backlog = backlog
-        program = getattr(ctx.task, "kind", "prompt") == "program"
-        self.orchestrator = Orchestrator(ctx, ProgramStages(ctx) if program else None)
+        self.orchestrator = Orchestrator(ctx, build_handlers(ctx))
         ctx.call_sink.target = self.orchestrator.recorder.llm_call
         ctx.store.on_error = self._on_store_error
         if ctx.local_server is not None:  # a dead managed server stops the run (resumable)
@@ -99,9 +101,7 @@ class EngineRun:
             task = with_program_settings(task, config.program)
         except (TaskError, ConfigError) as exc:
             raise SetupError(str(exc)) from None
-        if config.pipeline.mode == "chain" and getattr(task, "kind", "prompt") == "program":
-            raise SetupError(f"task {task.name}: mode chain is for prompt tasks; program tasks run in "
-                             "mode async, sync or pxn")
+        _check_combination(config, task)
         created_file = not Path(db_path).expanduser().exists()
         store = await _open_store(db_path, create=True)
         run_id = new_run_id()
@@ -149,6 +149,11 @@ class EngineRun:
         except (TaskError, ConfigError) as exc:
             await store.close()
             raise SetupError(f"cannot resume {run_id}: {exc}") from None
+        try:
+            _check_combination(config, task)
+        except SetupError as exc:
+            await store.close()
+            raise SetupError(f"cannot resume {run_id}: {exc}") from None
         hidden = [flag for flag, ep in (("--llm-url", config.task_llm), ("--reflection-url", config.reflection_llm))
                   if ep is not None and REDACTED in ep.url and has_credentials(ep.url)]
         if hidden:
@@ -178,7 +183,7 @@ class EngineRun:
         return self.ctx.bus
 
     def snapshot(self) -> EngineSnapshot:
-        return take_snapshot(self.orchestrator)
+        return build_snapshot(self.orchestrator)
 
     def pause(self) -> None:
         self.orchestrator.pause()
@@ -201,8 +206,9 @@ class EngineRun:
 
     def set_speculation(self, on: bool) -> None:
         """Speculative evaluation on/off; applies to validations that start from now on."""
-        if on and self.ctx.config.pipeline.mode == "chain":
-            raise ValueError("mode chain hands candidates on at the gate; speculation applies to mode async")
+        if on and not self.orchestrator.mode.speculation:
+            raise ValueError(f"mode {self.orchestrator.mode.name} hands candidates on at the gate; speculation "
+                             "applies to mode async")
         self.ctx.config.pipeline.speculation = on
 
     @property
@@ -314,26 +320,45 @@ class EngineRun:
             "llm_calls": snap.llm_calls,
             "prompt_tokens": snap.prompt_tokens,
             "completion_tokens": snap.completion_tokens,
-            "metric_calls": ctx.tally.metric_calls,
-            "merges_tried": ctx.tally.merges_tried,
-            "merges_accepted": ctx.tally.merges_accepted,
-            "superseded": ctx.tally.superseded,
+            "metric_calls": snap.metric_calls,
+            "merges_tried": snap.merges_tried,
+            "merges_accepted": snap.merges_accepted,
+            "superseded": snap.superseded,
+            # JSON object keys are strings: the gap as text, in gap order.
+            "gap_histogram": {str(gap): n for gap, n in snap.gap_histogram.items()},
+            "staleness": dict(snap.staleness),
             "wall_s": round(ctx.elapsed(), 3),
             "pipeline_minutes": round(minutes, 4),
             "time_basis": "simulated" if ctx.config.uses_sim else "wall",
             "proposals_per_min": round(snap.proposals / minutes, 3) if minutes > 0 else None,
             "budget_spent": dict(snap.budget_spent),
-            **self._program_figures(),
+            **self._program_figures(snap),
         }
 
-    def _program_figures(self) -> dict:
-        """Program tasks: filter counts, patch retries and the sandbox's isolation level."""
+    def _program_figures(self, snap: EngineSnapshot) -> dict:
+        """Program tasks: filter counts, patch retries, tolerant blocks (the stored counters, via the
+        snapshot) and the sandbox's isolation level."""
         handlers = self.orchestrator.handlers
         if not hasattr(handlers, "sandbox"):
             return {}
         note = handlers.sandbox.note
-        return {"filters": dict(handlers.filters.counts), "patch_retries": handlers.patch_retries,
-                "sandbox": note() if callable(note) else note}
+        return {"filters": dict(snap.filters), "patch_retries": snap.patch_retries,
+                "tolerant_blocks": snap.tolerant_blocks, "sandbox": note() if callable(note) else note}
+
+
+def _check_combination(config: RunConfig, task) -> None:
+    """The strategy exists and the mode runs it on this task kind (before any database file)."""
+    mode = mode_named(config.pipeline.mode)
+    if task.kind not in mode.kinds:
+        raise SetupError(f"task {task.name}: mode {mode.name} is for {' and '.join(sorted(mode.kinds))} tasks; "
+                         f"{task.kind} tasks run in mode async, sync or pxn")
+    try:
+        strategy = build_strategy(config.strategy.name, task.kind, search_params(task))
+    except UnknownStrategy as exc:
+        raise SetupError(str(exc)) from None
+    if mode.chains and not strategy.acceptance.gated:
+        raise SetupError(f"mode {mode.name} hands each step on at the minibatch gate; strategy {strategy.name} "
+                         "has no gate (use --strategy gepa, or --mode async)")
 
 
 async def _open_store(db_path: Path, create: bool) -> Store:
@@ -413,51 +438,32 @@ async def _build_context(run_id: str, config: RunConfig, task: PromptTask, store
 
 
 def _restore(ctx: RunContext, record) -> list[WorkItem]:
-    """Pool, counters and RNG from the store; returns the interrupted items to re-enqueue."""
-    artifacts = [
-        Artifact(
-            artifact_id=a["artifact_id"],
-            text=a["text"],
-            parent_ids=tuple(a["parent_ids"] or ()),
-            created_version=a["created_version"],
-            val_scores=a["val_scores"] or {},
-            status=a["status"],
-            created_at=a["created_at"],
-            meta=a["meta"] or {},
-        )
-        for a in record.artifacts
-    ]
+    """Pool, run state and budget from the store; returns the interrupted items to re-enqueue."""
+    artifacts = [artifact_from_row(a) for a in record.artifacts]
     changes = [PoolChange(e["version"], e["kind"], e["artifact_id"], e["detail"] or {}) for e in record.pool_events]
     ctx.pool.restore(artifacts, changes)
     seed = next((a for a in artifacts if a.status == "seed"), None)
     ctx.seed_id = seed.artifact_id if seed else ""
-    counters = record.counters or {}
-    ctx.tally = Tally.from_dict(counters.get("tally", {}))
+    # One deserializer for both columns, this release's and the previous one's.
+    state = RunState.from_columns(record.rng_state, record.counters)
+    ctx.restore_state(state)
+    tally = state.tally
     # LLM calls committed after the last counters update still count: take them from their rows.
     counts = record.counts or {}
-    ctx.tally.llm_calls = max(ctx.tally.llm_calls, int(counts.get("llm_calls", 0)))
-    ctx.tally.prompt_tokens = max(ctx.tally.prompt_tokens, int(counts.get("prompt_tokens", 0)))
-    ctx.tally.completion_tokens = max(ctx.tally.completion_tokens, int(counts.get("completion_tokens", 0)))
-    spent = dict(counters.get("budget", {}))
+    tally.llm_calls = max(tally.llm_calls, int(counts.get("llm_calls", 0)))
+    tally.prompt_tokens = max(tally.prompt_tokens, int(counts.get("prompt_tokens", 0)))
+    tally.completion_tokens = max(tally.completion_tokens, int(counts.get("completion_tokens", 0)))
+    spent = dict(state.budget)
     # Proposals are charged with a row that says so; the counters, written later, can only lag
     # (runs from before schema v3 have no such rows: their counters stand).
     charged = counts.get("proposals") or {}
     attempts = sum(charged.values())
     spent["proposals"] = max(float(spent.get("proposals", 0)), attempts)
-    ctx.tally.proposal_attempts = max(ctx.tally.proposal_attempts, attempts)
-    ctx.tally.proposals = max(ctx.tally.proposals, int(charged.get("made", 0)))
-    spent["llm_calls"] = max(float(spent.get("llm_calls", 0)), ctx.tally.llm_calls)
-    spent["tokens"] = max(float(spent.get("tokens", 0)), ctx.tally.prompt_tokens + ctx.tally.completion_tokens)
+    tally.proposal_attempts = max(tally.proposal_attempts, attempts)
+    tally.proposals = max(tally.proposals, int(charged.get("made", 0)))
+    spent["llm_calls"] = max(float(spent.get("llm_calls", 0)), tally.llm_calls)
+    spent["tokens"] = max(float(spent.get("tokens", 0)), tally.prompt_tokens + tally.completion_tokens)
     ctx.budget = Budget(ctx.config.budget, spent)
-    state = record.rng_state or {}
-    if state:
-        restore_rng(ctx.rng, state["rng"])
-        ctx.sampler.restore(state["sampler"])
-        ctx.item_seq = int(state["item_seq"])
-        ctx.merges = MergeState.from_dict(state.get("merges") or {})
-        ctx.chain = ChainState.from_dict(state.get("chain") or {})
-        if ctx.val_order is not None and "val_order" in state:
-            ctx.val_order.restore(state["val_order"])
     best = ctx.pool.best()
     if best is not None:
         ctx.best_history.append((0.0, best.val_mean))

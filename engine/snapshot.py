@@ -1,15 +1,26 @@
-"""Immutable snapshots of a running engine, sampled by observers (TUI, progress lines, bench).
+"""Immutable snapshots of a run, sampled by observers (TUI, progress lines, bench, attach,
+the control socket, the summary).
 
-Building one is cheap (no I/O) and never blocks the engine.
+build_snapshot() is the only place one is made: from the live orchestrator (cheap, no I/O,
+never blocks the engine) or from a stored run (attach to a run another process drives, without
+its control socket). Every counter comes from the run's RunState (engine/run_state.py) through
+_state_fields(), so the two sources cannot disagree on what the database holds.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections import Counter
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
-from typing import Mapping
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
-from engine.pipeline.orchestrator import Orchestrator
+from engine.budget import KEYS as BUDGET_KEYS
+from engine.config import DEFAULT_MAX_GAP
+from engine.pool import Artifact, TopIndex, is_confirmed
+from engine.run_state import ProgramCounters, RunState, artifact_from_row
+
+if TYPE_CHECKING:
+    from engine.pipeline.orchestrator import Orchestrator
 
 
 @dataclass(frozen=True)
@@ -33,6 +44,9 @@ class LLMSnapshot:
     calls: int
     errors: int
     retries: int
+
+
+_EMPTY: Mapping = MappingProxyType({})
 
 
 @dataclass(frozen=True)
@@ -71,46 +85,43 @@ class EngineSnapshot:
     review_pending: int
     speculation: bool
     review_gates: Mapping[str, bool]
+    # Defaults: a snapshot from an older driver (control socket) lacks them.
+    metric_calls: int = 0
+    merges_tried: int = 0
+    merges_accepted: int = 0
+    superseded: int = 0
+    patch_retries: int = 0
+    tolerant_blocks: int = 0
+    filters: Mapping[str, int] = field(default_factory=lambda: _EMPTY)
+    """Program tasks: children each cheap filter turned away, by kind."""
 
 
-def take_snapshot(orch: Orchestrator) -> EngineSnapshot:
-    ctx = orch.ctx
-    best = ctx.pool.best()
-    seed = ctx.pool.get(ctx.seed_id) if ctx.seed_id in ctx.pool else None
-    clients = [("task", ctx.task_llm)]
-    if ctx.reflection_llm is not ctx.task_llm:
-        clients.append(("reflection", ctx.reflection_llm))
-    t = ctx.tally
-    return EngineSnapshot(
-        run_id=ctx.run_id,
-        state=orch.state,
-        mode=ctx.config.pipeline.mode,
-        policy=ctx.policy.name,
-        backend=ctx.backend,
-        simulated=ctx.config.uses_sim,
-        elapsed_s=ctx.elapsed(),
-        pool_version=ctx.pool.version,
-        pool_size=len(ctx.pool),
-        seed_score=seed.val_mean if seed else None,
-        best_score=best.val_mean if best else None,
-        best_id=best.artifact_id if best else None,
-        in_flight_items=orch.in_flight,
-        stages=tuple(
-            StageSnapshot(
-                name=s.name,
-                depth=s.depth,
-                capacity=s.capacity,
-                busy=s.busy,
-                workers=s.workers,
-                blocked=s.blocked,
-                rate_per_s=s.meter.rate(),
-                forwarded=s.stats.forwarded,
-                ended=s.stats.ended,
-            )
-            for s in orch.stages.values()
-        ),
-        gap_histogram=MappingProxyType(dict(ctx.gap_histogram)),
-        staleness=MappingProxyType(dict(ctx.staleness_counts)),
+@dataclass(frozen=True)
+class StoredRun:
+    """A run as its database rows hold it (Store.fetch_rows, JSON columns decoded)."""
+
+    run_id: str
+    row: Mapping[str, Any]
+    """Its runs row."""
+    artifacts: Sequence[Mapping[str, Any]]
+    """Its artifacts rows."""
+
+
+def build_snapshot(source: "Orchestrator | StoredRun") -> EngineSnapshot:
+    """The one snapshot builder; see the module docstring."""
+    if isinstance(source, StoredRun):
+        where, state = _stored_fields(source)
+    else:
+        where, state = _live_fields(source)
+    return EngineSnapshot(**where, **_state_fields(state))
+
+
+def _state_fields(state: RunState) -> dict[str, Any]:
+    """Every snapshot field the stored RunState determines."""
+    t, program = state.tally, state.program
+    return dict(
+        gap_histogram=MappingProxyType(dict(sorted(state.gap_histogram.items()))),
+        staleness=MappingProxyType(dict(state.staleness_counts)),
         proposals=t.proposals,
         proposal_attempts=t.proposal_attempts,
         accepted=t.accepted,
@@ -118,14 +129,56 @@ def take_snapshot(orch: Orchestrator) -> EngineSnapshot:
         failed=t.failed,
         discarded_stale=t.discarded_stale,
         wasted_tokens=t.wasted_tokens,
-        llm=tuple(
-            LLMSnapshot(endpoint=name, url=c.base_url, in_flight=c.in_flight, calls=c.calls, errors=c.errors, retries=c.retries)
-            for name, c in clients
-        ),
         llm_calls=t.llm_calls,
         prompt_tokens=t.prompt_tokens,
         completion_tokens=t.completion_tokens,
-        budget_spent=MappingProxyType(ctx.budget.counters(ctx.elapsed())),
+        metric_calls=t.metric_calls,
+        merges_tried=t.merges_tried,
+        merges_accepted=t.merges_accepted,
+        superseded=t.superseded,
+        patch_retries=program.patch_retries,
+        tolerant_blocks=program.tolerant_blocks,
+        filters=MappingProxyType(dict(program.filter_counts)),
+    )
+
+
+def _pool_fields(version: int, size: int, seed: Artifact | None, best: Artifact | None) -> dict[str, Any]:
+    return dict(pool_version=version, pool_size=size, seed_score=seed.val_mean if seed else None,
+                best_score=best.val_mean if best else None, best_id=best.artifact_id if best else None)
+
+
+# -- the live run -------------------------------------------------------------------------------
+
+
+def _live_fields(orch: "Orchestrator") -> tuple[dict[str, Any], RunState]:
+    ctx = orch.ctx
+    clients = [("task", ctx.task_llm)]
+    if ctx.reflection_llm is not ctx.task_llm:
+        clients.append(("reflection", ctx.reflection_llm))
+    elapsed = ctx.elapsed()
+    where = dict(
+        run_id=ctx.run_id,
+        state=orch.state,
+        mode=ctx.config.pipeline.mode,
+        policy=ctx.policy.name,
+        backend=ctx.backend,
+        simulated=ctx.config.uses_sim,
+        elapsed_s=elapsed,
+        **_pool_fields(ctx.pool.version, len(ctx.pool),
+                       ctx.pool.get(ctx.seed_id) if ctx.seed_id in ctx.pool else None, ctx.pool.best()),
+        in_flight_items=orch.in_flight,
+        stages=tuple(
+            StageSnapshot(name=s.name, depth=s.depth, capacity=s.capacity, busy=s.busy, workers=s.workers,
+                          blocked=s.blocked, rate_per_s=s.meter.rate(), forwarded=s.stats.forwarded,
+                          ended=s.stats.ended)
+            for s in orch.stages.values()
+        ),
+        llm=tuple(
+            LLMSnapshot(endpoint=name, url=c.base_url, in_flight=c.in_flight, calls=c.calls, errors=c.errors,
+                        retries=c.retries)
+            for name, c in clients
+        ),
+        budget_spent=MappingProxyType(ctx.budget.counters(elapsed)),
         budget_limits=MappingProxyType(ctx.budget.limits_dict()),
         budget_exhausted=ctx.budget.exhausted,
         max_gap=getattr(ctx.policy, "max_gap", 0),
@@ -133,3 +186,72 @@ def take_snapshot(orch: Orchestrator) -> EngineSnapshot:
         speculation=ctx.config.pipeline.speculation,
         review_gates=MappingProxyType(dict(orch.review.enabled)),
     )
+    return where, _with_handler_counts(ctx.state, orch.handlers)
+
+
+def _with_handler_counts(state: RunState, handlers: object) -> RunState:
+    """Transition fallback: a ProgramStages that still counts patch retries, tolerant blocks and
+    filter verdicts on itself (self.patch_retries, self.tolerant_blocks, a ProgramFilters with its
+    own Counter) has those counts added to the state's, for this session only (they are not
+    stored). Once it counts into ctx.program (see ProgramCounters) there is nothing to add."""
+    own_filters = getattr(getattr(handlers, "filters", None), "counts", None)
+    if own_filters is state.program.filter_counts:
+        own_filters = None
+    retries = int(getattr(handlers, "patch_retries", 0) or 0)
+    tolerant = int(getattr(handlers, "tolerant_blocks", 0) or 0)
+    if not (own_filters or retries or tolerant):
+        return state
+    p = state.program
+    return replace(state, program=ProgramCounters(p.patch_retries + retries, p.tolerant_blocks + tolerant,
+                                                  p.filter_counts + Counter(own_filters or {})))
+
+
+# -- a stored run ---------------------------------------------------------------------------------
+
+
+def _stored_fields(run: StoredRun) -> tuple[dict[str, Any], RunState]:
+    """What the database says: no queues, no per-endpoint figures, nothing in flight."""
+    row = run.row
+    state = RunState.from_columns(row.get("rng_state"), row.get("counters"))
+    config = row.get("config") or {}
+    pipeline = config.get("pipeline") or {}
+    budget_cfg = config.get("budget") or {}
+    artifacts = [artifact_from_row(a) for a in run.artifacts]
+    policy = str(row.get("policy") or "")
+    t = state.tally
+    where = dict(
+        run_id=run.run_id,
+        state=str(row.get("status", "?")),
+        mode=str(row.get("mode") or "?"),
+        policy=policy or "?",
+        backend=str(row.get("backend") or "?"),
+        simulated=str(row.get("backend") or "").startswith("simulated"),
+        elapsed_s=float(state.budget.get("wall_s", 0.0)),
+        # The pool's own ranking (Pool.best() is this index over the live pool).
+        **_pool_fields(int(row.get("pool_version") or 0), len(artifacts),
+                       next((a for a in artifacts if a.status == "seed"), None),
+                       TopIndex(is_confirmed, artifacts).top()),
+        in_flight_items=0,
+        stages=(),
+        llm=(LLMSnapshot("all", "", 0, t.llm_calls, t.llm_errors, t.llm_retries),),
+        budget_spent=MappingProxyType(dict(state.budget)),
+        # Saved with the state since issue 11 (a resume may change them); else the stored config's.
+        budget_limits=MappingProxyType(dict(state.budget_limits) or {
+            k: _limit(budget_cfg.get(f"max_{k}")) for k in (*BUDGET_KEYS, "wall_s")}),
+        budget_exhausted=None,
+        max_gap=_stored_gap(pipeline, policy),
+        review_pending=0,
+        speculation=bool(pipeline.get("speculation", False)),
+        review_gates=MappingProxyType({}),
+    )
+    return where, state
+
+
+def _limit(value: Any) -> float | None:
+    return None if value is None else float(value)
+
+
+def _stored_gap(pipeline: Mapping[str, Any], policy: str) -> int:
+    """The stored run's gap threshold (max_gap unset means the policy's default)."""
+    gap = pipeline.get("max_gap")
+    return int(gap) if gap is not None else DEFAULT_MAX_GAP.get(policy, 0)

@@ -4,7 +4,7 @@ that drives a run (`--no-ui` or the TUI), so `evotui attach` can observe and ste
 Protocol: one JSON object per line in each direction. Request `{"cmd": NAME, ...args}`,
 reply `{"ok": true, "result": ...}` or `{"ok": false, "error": "..."}`. Commands:
 
-  snapshot                              the live EngineSnapshot as JSON (read-only)
+  snapshot                              the live EngineSnapshot (engine.snapshot.build_snapshot) as JSON
   pending                               reviews waiting: item_id, gate, parent_id, parent_text, child_text, parked_at
   pause | resume                        hold / release the pipeline
   drain [reason]                        admit nothing more, finish in-flight work
@@ -25,6 +25,7 @@ import dataclasses
 import json
 import os
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any, Mapping
 
 from engine.snapshot import EngineSnapshot, LLMSnapshot, StageSnapshot
@@ -51,11 +52,19 @@ def snapshot_to_dict(snap: EngineSnapshot) -> dict:
     return _plain(snap)
 
 
+_SNAPSHOT_FIELDS = frozenset(f.name for f in dataclasses.fields(EngineSnapshot))
+
+
 def snapshot_from_dict(data: dict) -> EngineSnapshot:
-    d = dict(data)
+    """The snapshot build_snapshot() made in the driving process, back from its JSON. Fields this
+    release does not know (a newer driver) are dropped; ones it lacks (an older driver) default."""
+    d = {k: v for k, v in data.items() if k in _SNAPSHOT_FIELDS}
     d["stages"] = tuple(StageSnapshot(**s) for s in d["stages"])
     d["llm"] = tuple(LLMSnapshot(**s) for s in d["llm"])
-    d["gap_histogram"] = {int(k): v for k, v in d["gap_histogram"].items()}
+    d["gap_histogram"] = MappingProxyType({int(k): v for k, v in d["gap_histogram"].items()})
+    for key in ("staleness", "budget_spent", "budget_limits", "review_gates", "filters"):
+        if key in d:
+            d[key] = MappingProxyType(dict(d[key]))
     return EngineSnapshot(**d)
 
 

@@ -46,6 +46,8 @@ class ProgramFilters:
 
     known: set[str] = field(default_factory=set)
     counts: Counter = field(default_factory=Counter)
+    """Rejections by kind. A run passes its stored counter (``counts=ctx.program.filter_counts``)
+    so the counts are saved with the run state and survive a resume; by default a private one."""
     passed: int = 0
     max_length: int | None = None
     """Longest program in characters (OpenEvolve's max_code_length); None = no limit."""

@@ -6,18 +6,15 @@ stage transition becomes a row in SQLite (the lossless record) and an event (obs
 
 from __future__ import annotations
 
-import json
 import time
 import traceback
 from typing import Callable
 
 from engine import events as ev
 from engine.context import CallFailed, FatalRunError, RunContext
-from engine.items import WorkItem
+from engine.items import WorkItem, current_item
 from engine.pipeline.stage import Stage
 from engine.pipeline.staleness import Decision
-from engine.selection.pareto import rng_state
-from engine.stages.prompt_stages import current_item
 
 MAX_CONSECUTIVE_LLM_ERRORS = 25
 """Calls failing in a row (each after its retries) that stop the run instead of burning budget."""
@@ -34,8 +31,9 @@ class Recorder:
         self.on_fatal = on_fatal
         self.in_flight: dict[str, WorkItem] = {}
         self.consecutive_errors = 0
-        self.abandon_speculative: Callable[[WorkItem], None] | None = None
-        """Set by the orchestrator: removes a speculative artifact whose item ended elsewhere."""
+        self.abandon: Callable[[WorkItem], None] | None = None
+        """Set by the orchestrator: the handlers release what an item that ended without being
+        accepted holds in the archive (a speculative artifact)."""
         self.reroute: Callable[[WorkItem, str], None] | None = None
         """Set by the orchestrator: sends an item to another stage (stale -> reflect)."""
 
@@ -55,10 +53,10 @@ class Recorder:
             return None
         ctx.gap_histogram[gap] += 1
         reflected = item.payload.get("reflected_at")
-        if reflected is not None and stage.name in ("evaluate", "validate"):
+        if reflected is not None and stage.name != self.checked[0]:
             # Already checked against the pool by the reflect stage: do not loop back.
             decision = Decision("pass", f"reflected at v{reflected}")
-        elif "merge" in item.payload:
+        elif item.is_merge:
             # Built from two validated pool artifacts, not from an outdated proposal.
             decision = Decision("pass", "merge of pool artifacts")
         else:
@@ -138,8 +136,8 @@ class Recorder:
             self.save_item(item, outcome=None)
             return
         final = item.payload.get("outcome", outcome)
-        if "speculative" in item.payload and final != "accepted" and self.abandon_speculative is not None:
-            self.abandon_speculative(item)
+        if final != "accepted" and self.abandon is not None:
+            self.abandon(item)
         self.save_item(item, outcome=final)
         self.in_flight.pop(item.item_id, None)
         ctx.budget.release(ctx.reservations.pop(item.item_id, None))
@@ -202,16 +200,11 @@ class Recorder:
         )
 
     def save_run_state(self) -> None:
+        """The run's RunState (engine/run_state.py, its one serializer) into its runs row."""
         ctx = self.ctx
-        state = {"rng": rng_state(ctx.rng), "sampler": ctx.sampler.state(), "item_seq": ctx.item_seq,
-                 "merges": ctx.merges.to_dict(), "chain": ctx.chain.to_dict()}
-        if ctx.val_order is not None:
-            state["val_order"] = ctx.val_order.state()
-        counters = {"budget": ctx.budget.counters(ctx.elapsed()), "tally": ctx.tally.to_dict()}
         ctx.store.update_run(
             ctx.run_id,
-            rng_state_json=json.dumps(state),
-            counters_json=json.dumps(counters),
+            **ctx.capture_state().to_columns(),
             pool_version=ctx.pool.version,
             updated_at=time.time(),
         )

@@ -11,12 +11,10 @@ from __future__ import annotations
 import asyncio
 import time
 from pathlib import Path
-from types import MappingProxyType
 from typing import Any
 
-from engine.config import DEFAULT_MAX_GAP
 from engine.pipeline.review import PendingReview
-from engine.snapshot import EngineSnapshot, LLMSnapshot
+from engine.snapshot import EngineSnapshot, StoredRun, build_snapshot
 from engine.store.store import Store, StoreError
 from evotui.control import ControlClient, ControlError, snapshot_from_dict, socket_path
 from evotui.tui.backend import ArtifactView, Backend, BackendError, Frame, LLMStat, _Histories, provenance
@@ -36,6 +34,7 @@ class AttachBackend(Backend):
         self.client: ControlClient | None = None
         self._hist = _Histories()
         self._row: dict[str, Any] = {}
+        self._artifact_rows: list[dict[str, Any]] = []
         self._artifacts: list[ArtifactView] = []
         self._reviews_seen = 0
         self._live: EngineSnapshot | None = None
@@ -103,6 +102,7 @@ class AttachBackend(Backend):
             if a["artifact_id"] not in known and self._artifacts:
                 self._lines.append(f"{time.strftime('%H:%M:%S', time.localtime(a['created_at']))} candidate_accepted "
                                    f"artifact_id={a['artifact_id']} val_mean={a['val_mean']}")
+        self._artifact_rows = arts
         self._artifacts = [
             ArtifactView(a["artifact_id"], (a["parent_ids"] or [None])[0], a["created_version"], a["status"],
                          a["val_mean"], a["text"],
@@ -121,34 +121,9 @@ class AttachBackend(Backend):
                 await self.client.close()
 
     def _db_snapshot(self) -> EngineSnapshot:
-        row, counters = self._row, self._row.get("counters") or {}
-        tally = counters.get("tally", {})
-        config = row.get("config") or {}
-        scores = [(a.score, a.artifact_id) for a in self._artifacts if a.score is not None]
-        best = max(scores, default=(None, None))
-        seed = next((a.score for a in self._artifacts if a.status == "seed"), None)
-        limits = (config.get("budget") or {})
-        return EngineSnapshot(
-            run_id=self.run_id, state=str(row.get("status", "?")), mode=str(row.get("mode") or "?"),
-            policy=str(row.get("policy") or "?"), backend=str(row.get("backend") or "?"),
-            simulated=str(row.get("backend") or "").startswith("simulated"),
-            elapsed_s=float((counters.get("budget") or {}).get("wall_s", 0.0)),
-            pool_version=int(row.get("pool_version") or 0), pool_size=len(self._artifacts),
-            seed_score=seed, best_score=best[0], best_id=best[1], in_flight_items=0, stages=(),
-            gap_histogram=MappingProxyType({}), staleness=MappingProxyType({}),
-            proposals=int(tally.get("proposals", 0)), proposal_attempts=int(tally.get("proposal_attempts", 0)),
-            accepted=int(tally.get("accepted", 0)), rejected=int(tally.get("rejected", 0)),
-            failed=int(tally.get("failed", 0)), discarded_stale=int(tally.get("discarded_stale", 0)),
-            wasted_tokens=int(tally.get("wasted_tokens", 0)),
-            llm=(LLMSnapshot("all", "", 0, int(tally.get("llm_calls", 0)), int(tally.get("llm_errors", 0)),
-                             int(tally.get("llm_retries", 0))),),
-            llm_calls=int(tally.get("llm_calls", 0)), prompt_tokens=int(tally.get("prompt_tokens", 0)),
-            completion_tokens=int(tally.get("completion_tokens", 0)),
-            budget_spent=MappingProxyType(dict(counters.get("budget") or {})),
-            budget_limits=MappingProxyType({k.removeprefix("max_"): v for k, v in limits.items()}),
-            budget_exhausted=None, max_gap=_gap(config, str(row.get("policy") or "")),
-            review_pending=0, speculation=False, review_gates=MappingProxyType({}),
-        )
+        """Without the control socket: the snapshot of what the database holds, made by the same
+        builder as the live one, from the stored run state (no queues, no per-endpoint figures)."""
+        return build_snapshot(StoredRun(self.run_id, self._row, self._artifact_rows))
 
     def frame(self) -> Frame | None:
         if not self._row:
@@ -200,8 +175,3 @@ class AttachBackend(Backend):
             await self.store.close()
             self.store = None
 
-
-def _gap(config: dict, policy: str) -> int:
-    """The stored run's gap threshold (max_gap unset means the policy's default)."""
-    gap = (config.get("pipeline") or {}).get("max_gap")
-    return int(gap) if gap is not None else DEFAULT_MAX_GAP.get(policy, 0)
