@@ -152,6 +152,9 @@ class StoreConfig(_Model):
 
     max_unsaved_rows: int = Field(default=300, ge=1)
     max_unsaved_s: float = Field(default=2.0, gt=0)
+    keep_llm_text: bool = True
+    """Store every LLM request's messages and response text (deduplicated, compressed blobs) for
+    export, prompt-level analysis and replay; false records the calls' metadata only."""
 
 
 class PipelineConfig(_Model):

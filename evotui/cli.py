@@ -82,6 +82,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     bench_real.add_flags(bench)  # --llm-url URL / --llm local: sync vs async on a real server
     local_cmd.add_parser(sub)  # evotui local serve
+    from evotui import bench_db
+
+    bench_db.add_parser(sub)  # evotui bench-db: database bytes per proposal, LLM texts off/on
 
     sim = sub.add_parser("sim-server", help="serve the simulated backend on 127.0.0.1 over HTTP")
     sim.add_argument("--port", type=int, default=8000)
@@ -146,6 +149,10 @@ def _dispatch(args: argparse.Namespace) -> int:
         from evotui import bench
 
         return bench.main(args)
+    if args.command == "bench-db":
+        from evotui import bench_db
+
+        return bench_db.main(args)
     if args.command == "sim-server":
         from evotui import sim_server
 

@@ -73,6 +73,7 @@ async def _show(store: Store, args: argparse.Namespace) -> int:
         "best_id": best["artifact_id"] if best else None,
         "open_items": len(record.open_items),
         "counts": record.counts,
+        "llm_texts": await store.text_stats(record.run_id),
         "summary": record.summary,
     }
     if args.json:
@@ -83,6 +84,9 @@ async def _show(store: Store, args: argparse.Namespace) -> int:
     print(f"{'seed score':14} {_fmt_score(info['seed_score'])}")
     print(f"{'best score':14} {_fmt_score(info['best_score'])} ({info['best_id']})")
     print(f"{'counts':14} {json.dumps(record.counts, default=str)}")
+    t = info["llm_texts"]
+    print(f"{'llm texts':14} {t['calls_with_text']} of {t['calls']} calls with texts, {t['blobs']} blobs, "
+          f"{t['blob_bytes']} bytes stored ({t['raw_bytes']} raw)")
     if best is not None:
         print("\nbest prompt:\n" + best["text"])
     return 0

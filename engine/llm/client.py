@@ -1,7 +1,8 @@
 """OpenAI-compatible chat client: bounded concurrency, retries with jittered backoff, SSE streaming.
 
-Every chat() reports exactly one CallRecord through on_call (success, "length" or final error);
-a cancelled call reports nothing. The API key is read from the environment per request. Credentials
+Every chat() reports exactly one CallRecord through on_call (success, "length", final error, or
+"cancelled" when a stop cancels it mid-flight), carrying the messages sent and the response text
+(none for an error or a cancel). The API key is read from the environment per request. Credentials
 in the URL (userinfo, key-like query values) are sent but never shown: base_url, CallRecords and
 every error message carry the redacted URL, and each message is scrubbed of the key and the URL's
 secrets (servers and httpx echo them).
@@ -53,6 +54,11 @@ class CallRecord:
     retries: int
     error: str | None
     started_at: float
+    messages: list[dict] | None = None
+    """The request's messages as last sent (after a shrink, the shorter ones); not a copy, so
+    on_call must not change them."""
+    response: str | None = None
+    """The response text; None for an error or cancelled call."""
 
 
 @dataclass(frozen=True)
@@ -423,14 +429,14 @@ class LLMClient:
                                         completion_tokens=0, ttft_s=None, error="cancelled: the run stopped",
                                         endpoint=self.name, url=self.base_url, model=self.model, stage=stage,
                                         latency_s=time.perf_counter() - t0, retries=retries,
-                                        started_at=started_at))
+                                        started_at=started_at, messages=messages))
                 raise
             finally:
                 self._in_flight -= 1
         latency = time.perf_counter() - t0
         self._calls += 1
         record = dict(endpoint=self.name, url=self.base_url, model=self.model, stage=stage,
-                      latency_s=latency, retries=retries, started_at=started_at)
+                      latency_s=latency, retries=retries, started_at=started_at, messages=messages)
         if reply is None:
             assert err is not None
             self._errors += 1
@@ -444,7 +450,8 @@ class LLMClient:
         completion = completion if completion is not None else _estimate_tokens(len(reply.text))
         self._report(CallRecord(status="length" if reply.finish_reason == "length" else "ok",
                                 finish_reason=reply.finish_reason, prompt_tokens=prompt,
-                                completion_tokens=completion, ttft_s=reply.ttft_s, error=None, **record))
+                                completion_tokens=completion, ttft_s=reply.ttft_s, error=None,
+                                response=reply.text, **record))
         return ChatResult(reply.text, reply.finish_reason, prompt, completion, latency, retries, shrunk)
 
     def _report(self, rec: CallRecord) -> None:

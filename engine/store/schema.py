@@ -6,7 +6,7 @@ another program's SQLite file is refused instead of being written into.
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 # "evot" as a big-endian 32-bit integer, the SQLite convention for application ids.
 APPLICATION_ID = int.from_bytes(b"evot", "big")
 
@@ -163,8 +163,29 @@ _V3: tuple[str, ...] = (
     )""",
 )
 
+# v4: the text of every LLM request and response (engine/store/blobs.py). Texts live once each in
+# `blobs`, keyed by the sha256 of their canonical bytes and zlib-compressed; a call names them by
+# blob id (an integer, a few bytes, where a 32-byte hash per message doubled the text's cost):
+# request_blobs_json is the JSON list of its messages' blob ids, in order (one blob per message,
+# so the system prompt that consecutive requests share is stored once), response_blob the
+# response text's. Both NULL for calls recorded before v4 or with [store] keep_llm_text = false;
+# response_blob also for failed and cancelled calls. No foreign keys: ids inside JSON cannot have
+# one, and a delete of blobs would scan llm_calls per row (Store.delete_run collects orphans).
+# artifacts.components_json: a multi-component artifact's parts; NULL = one component, `text`.
+_V4: tuple[str, ...] = (
+    """CREATE TABLE blobs (
+        id INTEGER PRIMARY KEY,
+        hash BLOB NOT NULL UNIQUE CHECK (length(hash) = 32),
+        size INTEGER NOT NULL,
+        data BLOB NOT NULL
+    )""",
+    "ALTER TABLE llm_calls ADD COLUMN request_blobs_json TEXT",
+    "ALTER TABLE llm_calls ADD COLUMN response_blob INTEGER",
+    "ALTER TABLE artifacts ADD COLUMN components_json TEXT",
+)
+
 # MIGRATIONS[i] brings a database from version i to version i + 1. Append, never edit old entries.
-MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1, _V2, _V3)
+MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1, _V2, _V3, _V4)
 assert len(MIGRATIONS) == SCHEMA_VERSION
 
 RUN_COLUMNS: tuple[str, ...] = (

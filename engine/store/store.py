@@ -8,25 +8,30 @@ for that run (child tables reference runs with a foreign key).
 from __future__ import annotations
 
 import asyncio
+import json
 import sqlite3
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any, Protocol
 
 import aiosqlite
 
-from . import lease, queries
+from . import blobs, lease, queries, texts
 from .codec import dumps, params
 from .errors import StoreError
 from .opening import BUSY_TIMEOUT_MS, connect
 from .queries import RunRecord
 from .schema import RUN_COLUMNS, SCHEMA_VERSION
+from .texts import CallTexts
 from .writer import BatchWriter, ErrorCallback, Op
 
-__all__ = ["SCHEMA_VERSION", "CallRecordLike", "RunRecord", "Store", "StoreError", "read_only_open"]
+__all__ = ["SCHEMA_VERSION", "CallRecordLike", "CallTexts", "RunRecord", "Store", "StoreError",
+           "read_only_open"]
 
 
 class CallRecordLike(Protocol):
-    """What insert_llm_call reads (engine.llm.client.CallRecord fits); ttft_s is optional."""
+    """What insert_llm_call reads (engine.llm.client.CallRecord fits); ttft_s and the texts,
+    messages (list of chat messages) and response (str), are optional."""
 
     endpoint: str
     url: str
@@ -55,7 +60,8 @@ def _insert(table: str, columns: tuple[str, ...], *, upsert_key: tuple[str, ...]
 _RUN_INSERT_COLS = ("run_id", "task", "task_path", "config_json", "seed", "mode", "policy", "backend",
                     "status", "created_at", "updated_at")
 _ARTIFACT_COLS = ("run_id", "artifact_id", "text", "status", "parent_ids_json", "created_version",
-                  "val_mean", "val_scores_json", "minibatch_json", "created_at", "meta_json")
+                  "val_mean", "val_scores_json", "minibatch_json", "created_at", "meta_json",
+                  "components_json")
 _LINEAGE_COLS = ("run_id", "parent_id", "child_id", "operator", "created_at")
 _EVAL_COLS = ("run_id", "artifact_id", "example_id", "split", "score", "feedback", "stage", "created_at")
 _POOL_COLS = ("run_id", "version", "kind", "artifact_id", "detail_json", "created_at")
@@ -78,7 +84,6 @@ _SQL = {
     "insert_pool_event": _insert("pool_events", _POOL_COLS),
     "upsert_item": _insert("items", _ITEM_COLS, upsert_key=("run_id", "item_id"), keep=("created_at",)),
     "insert_item_stage": _insert("item_stages", _STAGE_COLS),
-    "insert_llm_call": _insert("llm_calls", _CALL_COLS),
     "insert_staleness": _insert("staleness", _STALE_COLS),
     "insert_review": _insert("reviews", _REVIEW_COLS),
     "delete_run": "DELETE FROM runs WHERE run_id = ?",
@@ -96,6 +101,7 @@ class Store:
         self._lock = asyncio.Lock()
         self._closed = False
         self._writer = writer
+        self._texts = blobs.TextKeeper()
 
     @classmethod
     async def open(cls, path: Path | str, *, create: bool, on_error: ErrorCallback | None = None,
@@ -201,6 +207,7 @@ class Store:
                    status: str, created_at: float) -> None:
         """config_json: a dict, a pydantic model or JSON text."""
         config = dumps(config_json, column="config_json")
+        self._texts.set_keep(run_id, blobs.keeps_text(json.loads(config) if config else None))
         self._put("insert_run", _RUN_INSERT_COLS,
                   (run_id, task, task_path, "{}" if config is None else config, seed, mode, policy,
                    backend, status, created_at, created_at))
@@ -215,22 +222,30 @@ class Store:
             return
         names = tuple(cols)
         values = tuple(dumps(v, column=k) if k.endswith("_json") else v for k, v in cols.items())
+        if "config_json" in cols:
+            config = values[names.index("config_json")]
+            self._texts.set_keep(run_id, blobs.keeps_text(json.loads(config) if config else None))
         sql = f"UPDATE runs SET {', '.join(f'{c} = ?' for c in names)} WHERE run_id = ?"
         self._put_sql("update_run", sql, params((*names, "run_id"), (*values, run_id)))
 
     def delete_run(self, run_id: str) -> None:
-        """Remove a run and every row that belongs to it."""
+        """Remove a run and every row that belongs to it, then the texts no other run names."""
         self._put("delete_run", ("run_id",), (run_id,))
+        self._put_sql("delete_orphan_blobs", blobs.ORPHANS_SQL, ())
+        self._texts.forget(run_id)
 
     def upsert_artifact(self, run_id: str, *, artifact_id: str, text: str, status: str,
                         parent_ids: list[str], created_version: int, val_mean: float | None,
                         val_scores: dict[str, float] | None, minibatch: Any, created_at: float,
-                        meta: dict[str, Any] | None) -> None:
-        """Insert, or update every column except created_at (the first insert's time is kept)."""
+                        meta: dict[str, Any] | None, components: Any = None) -> None:
+        """Insert, or update every column except created_at (the first insert's time is kept).
+        components: a multi-component artifact's parts (JSON); None = the one component `text`
+        (an update without them sets None)."""
         self._put("upsert_artifact", _ARTIFACT_COLS, (
             run_id, artifact_id, text, status, dumps(list(parent_ids or ()), column="parent_ids"),
             created_version, val_mean, dumps(val_scores, column="val_scores"),
-            dumps(minibatch, column="minibatch"), created_at, dumps(meta or {}, column="meta")))
+            dumps(minibatch, column="minibatch"), created_at, dumps(meta or {}, column="meta"),
+            dumps(components, column="components")))
 
     def insert_lineage(self, run_id: str, parent_id: str, child_id: str, operator: str,
                        created_at: float) -> None:
@@ -271,11 +286,18 @@ class Store:
             outcome))
 
     def insert_llm_call(self, run_id: str, rec: CallRecordLike, item_id: str | None = None) -> None:
-        """One row per CallRecord; rec.started_at becomes created_at."""
-        self._put("insert_llm_call", _CALL_COLS, (
+        """One row per CallRecord; rec.started_at becomes created_at. Its messages and response
+        go to blobs (each new text once, in the same batch as the row) unless the run keeps no
+        text ([store] keep_llm_text = false)."""
+        values = params(_CALL_COLS, (
             run_id, rec.endpoint, rec.url, rec.model, rec.stage, rec.status, rec.finish_reason,
             rec.prompt_tokens, rec.completion_tokens, rec.latency_s, getattr(rec, "ttft_s", None),
             rec.retries, rec.error, item_id, rec.started_at))
+        n_messages, refs = self._texts.refs(run_id, rec, self._put_blob)
+        self._put_sql("insert_llm_call", blobs.call_insert_sql(_CALL_COLS, n_messages), (*values, *refs))
+
+    def _put_blob(self, h: bytes, size: int, raw: bytes) -> None:
+        self._put_sql("insert_blob", blobs.INSERT_SQL, (h, size, raw))
 
     def insert_staleness(self, run_id: str, *, item_id: str, stage: str, policy: str | None,
                          gap: int | None, item_version: int | None, pool_version: int | None,
@@ -304,8 +326,17 @@ class Store:
             return await queries.list_runs(self._reader())
 
     async def load_run(self, run_id: str) -> RunRecord | None:
+        """Also where a resumed run's [store] keep_llm_text is learnt (from its stored config)."""
         async with self._lock:
-            return await queries.load_run(self._reader(), run_id)
+            rec = await queries.load_run(self._reader(), run_id)
+        if rec is not None:
+            self._texts.set_keep(run_id, blobs.keeps_text(rec.config))
+        return rec
+
+    def keep_llm_text(self, run_id: str, keep: bool) -> None:
+        """Say whether insert_llm_call keeps run_id's texts. insert_run and load_run set it from the
+        run's config ([store] keep_llm_text); this overrides it."""
+        self._texts.set_keep(run_id, keep)
 
     async def latest_run_id(self) -> str | None:
         async with self._lock:
@@ -315,6 +346,32 @@ class Store:
         """All rows of one table for a run, in write order, JSON decoded, without run_id."""
         async with self._lock:
             return await queries.fetch_rows(self._reader(), table, run_id)
+
+    async def llm_call_texts(self, call_id: int) -> CallTexts | None:
+        """The messages and response text of the llm_calls row with rowid call_id (None if none)."""
+        async with self._lock:
+            return await texts.call_texts(self._reader(), call_id)
+
+    async def iter_llm_calls(self, run_id: str, *, page: int = 256) -> AsyncIterator[dict[str, Any]]:
+        """A run's calls in write order, each its llm_calls row plus call_id, messages and
+        response (see CallTexts). Read a page at a time, so memory stays bounded; the lock is not
+        held between pages (other reads may run while the caller works on one)."""
+        if page < 1:
+            raise ValueError("page must be >= 1")
+        after = 0
+        while True:
+            async with self._lock:
+                rows = await texts.calls_page(self._reader(), run_id, after, page)
+            for row in rows:
+                yield row
+            if len(rows) < page:
+                return
+            after = rows[-1]["call_id"]
+
+    async def text_stats(self, run_id: str) -> dict[str, int]:
+        """calls, calls_with_text, and the blobs (count, stored bytes, raw bytes) the run's calls name."""
+        async with self._lock:
+            return await texts.text_stats(self._reader(), run_id)
 
     # -- the driver lease (direct, not batched: it must be decided before anything is written) -
 

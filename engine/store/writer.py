@@ -25,6 +25,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import blobs
 from .codec import Param
 from .errors import StoreError
 
@@ -56,6 +57,7 @@ def open_writer_connection(path: Path, busy_timeout_ms: int) -> sqlite3.Connecti
         conn.execute(f"PRAGMA busy_timeout = {busy_timeout_ms}")
         conn.execute("PRAGMA synchronous = NORMAL")
         conn.execute("PRAGMA foreign_keys = ON")
+        blobs.register(conn)  # blob inserts compress on this thread, not on the event loop
     except sqlite3.Error:
         conn.close()
         raise

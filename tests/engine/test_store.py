@@ -112,7 +112,8 @@ async def test_round_trip_of_every_write_method(tmp_path: Path) -> None:
     a1 = rec.artifacts[1]
     assert a1 == {"artifact_id": "a1", "text": "child v2", "status": "active", "parent_ids": ["a0"],
                   "created_version": 2, "val_mean": 0.75, "val_scores": {"v1": 1.0, "v2": 0.5},
-                  "minibatch": ["e1", "e2"], "created_at": 3.0, "meta": {"n": 1, "op": "reflect"}}
+                  "minibatch": ["e1", "e2"], "created_at": 3.0, "meta": {"n": 1, "op": "reflect"},
+                  "components": None}
     assert rec.artifacts[0]["minibatch"] is None and rec.artifacts[0]["parent_ids"] == []
     assert rec.lineage == [{"parent_id": "a0", "child_id": "a1", "operator": "reflect", "created_at": 3.0}]
     assert [(e["version"], e["kind"], e["detail"]) for e in rec.pool_events] == [
@@ -133,7 +134,8 @@ async def test_round_trip_of_every_write_method(tmp_path: Path) -> None:
     assert calls[0] == {"endpoint": "task", "url": "http://127.0.0.1:8000/v1", "model": "qwen",
                         "stage": "rollout", "status": "ok", "finish_reason": "stop", "prompt_tokens": 100,
                         "completion_tokens": 40, "latency_s": 1.5, "ttft_s": 0.3, "retries": 0,
-                        "error": None, "item_id": "i2", "created_at": 10.0}
+                        "error": None, "item_id": "i2", "created_at": 10.0,
+                        "request_blobs": None, "response_blob": None}  # FakeCall carries no texts
     assert (calls[1]["status"], calls[1]["error"], calls[1]["retries"], calls[1]["item_id"],
             calls[1]["ttft_s"], calls[1]["created_at"]) == ("error", "timeout", 3, None, None, 11.0)
     stale = await ro.fetch_rows("staleness", "r1")
