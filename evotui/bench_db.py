@@ -28,6 +28,12 @@ _TOTAL_REFERENCED = """SELECT
      WHERE c.request_blobs_json IS NOT NULL) + (SELECT count(response_blob) FROM llm_calls)"""
 
 
+class _RunFailed(Exception):
+    def __init__(self, message: str, exit_code: int) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("bench-db", help="database bytes per proposal with LLM texts off and on")
     p.add_argument("task", nargs="?", default="rules")
@@ -61,7 +67,8 @@ def _run(args: argparse.Namespace, db: Path, keep: bool) -> dict:
            "--mode", args.mode, "--time-scale", str(args.time_scale)]
     proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
     if proc.returncode != 0:
-        raise RuntimeError(f"`{' '.join(cmd[1:])}` exited {proc.returncode}: {proc.stderr.strip()[-800:]}")
+        raise _RunFailed(f"`{' '.join(cmd[1:])}` exited {proc.returncode}: {proc.stderr.strip()[-800:]}",
+                         proc.returncode)
     summary = json.loads([ln for ln in proc.stdout.splitlines() if ln.startswith("{")][-1])
     return summary
 
@@ -152,6 +159,9 @@ def main(args: argparse.Namespace) -> int:
             return _bench(args, args.dir)
         with tempfile.TemporaryDirectory(prefix="evotui-bench-db-") as tmp:
             return _bench(args, Path(tmp))
-    except (RuntimeError, StoreError, sqlite3.Error) as exc:
+    except _RunFailed as exc:  # the run's own exit code: 2 for a bad task or flag, ...
+        print(f"evotui: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except (StoreError, sqlite3.Error) as exc:
         print(f"evotui: error: {exc}", file=sys.stderr)
         return 1
