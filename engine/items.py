@@ -1,8 +1,76 @@
-"""Queue items: one attempt of one evolution step as it moves through the stages."""
+"""Queue items: one attempt of one evolution step as it moves through the stages.
+
+An item's kind is a typed field with typed sub-records (a merge's parents, a chain link, a
+speculative pool entry), never a payload key to test for. `payload` keeps what stages produce
+(traces, the child text, scores). Stored rows keep the old flat payload layout, so items saved
+by earlier releases resume unchanged.
+"""
 
 from __future__ import annotations
 
+import contextvars
 from dataclasses import dataclass, field
+from typing import Literal
+
+ItemKind = Literal["proposal", "merge"]
+
+current_item: contextvars.ContextVar[str | None] = contextvars.ContextVar("current_item", default=None)
+"""The item whose handler is running in this task: LLM calls and metric calls are charged to it."""
+
+
+@dataclass(frozen=True)
+class MergeOf:
+    """A merge item: two pool artifacts and their common ancestor."""
+
+    ours: str
+    theirs: str
+    base: str
+
+    def to_dict(self) -> dict:
+        return {"ours": self.ours, "theirs": self.theirs, "base": self.base}
+
+
+@dataclass
+class ChainLink:
+    """mode chain: the head an item improves and its place in the chain (engine/stages/chain.py)."""
+
+    head_text: str
+    head_seq: int
+    head_chain: list[str]
+    chain_of: str = ""
+    """The item whose gate started this one ("" for an item admitted at rollout)."""
+    gated: bool = False
+    """Passed its gate and only awaits validation: it no longer holds a proposal slot."""
+
+    KEYS = ("head_text", "head_seq", "head_chain", "chain_of", "gated")
+
+    def to_dict(self) -> dict:
+        out = {"head_text": self.head_text, "head_seq": self.head_seq, "head_chain": list(self.head_chain)}
+        if self.chain_of:
+            out["chain_of"] = self.chain_of
+        if self.gated:
+            out["gated"] = True
+        return out
+
+    @classmethod
+    def from_payload(cls, payload: dict) -> "ChainLink | None":
+        if "head_text" not in payload:
+            return None
+        return cls(str(payload["head_text"]), int(payload.get("head_seq", 0)),
+                   [str(i) for i in payload.get("head_chain", [])], str(payload.get("chain_of", "")),
+                   bool(payload.get("gated", False)))
+
+
+@dataclass(frozen=True)
+class SpeculativeEntry:
+    """The speculative artifact an item inserted after its validation prefix."""
+
+    artifact_id: str
+    threshold: float
+    version: int
+
+    def to_dict(self) -> dict:
+        return {"id": self.artifact_id, "threshold": self.threshold, "version": self.version}
 
 
 @dataclass
@@ -11,8 +79,7 @@ class WorkItem:
 
     `created_version` is the pool version the item was selected from; the version gap is
     computed by whoever consumes the item (pool.version - created_version).
-    `payload` holds what earlier stages produced (traces, the child text, scores) and is
-    persisted at every stage boundary so an interrupted run re-enqueues it where it was.
+    The item is persisted at every stage boundary so an interrupted run re-enqueues it where it was.
     """
 
     item_id: str
@@ -25,6 +92,22 @@ class WorkItem:
     enqueued_at: float = 0.0
     tokens: int = 0
     """Tokens spent on this item so far (wasted if it is discarded)."""
+    merge: MergeOf | None = None
+    chain: ChainLink | None = None
+    speculative: SpeculativeEntry | None = None
+
+    @property
+    def kind(self) -> ItemKind:
+        return "merge" if self.merge is not None else "proposal"
+
+    @property
+    def is_merge(self) -> bool:
+        return self.merge is not None
+
+    @property
+    def holds_proposal_slot(self) -> bool:
+        """Counts against max_in_flight: not a merge, not a chain head past its gate."""
+        return self.merge is None and not (self.chain is not None and self.chain.gated)
 
     def end(self, outcome: str, reason: str = "") -> None:
         """Record how the item ended; the stage that returns None after this reports it."""
@@ -33,13 +116,25 @@ class WorkItem:
             self.payload["reason"] = reason
 
     def to_payload(self) -> dict:
-        return {"minibatch": self.minibatch, "tokens": self.tokens, **self.payload}
+        out = {"minibatch": self.minibatch, "tokens": self.tokens, **self.payload}
+        if self.merge is not None:
+            out["merge"] = self.merge.to_dict()
+        if self.chain is not None:
+            out.update(self.chain.to_dict())
+        if self.speculative is not None:
+            out["speculative"] = self.speculative.to_dict()
+        return out
 
     @classmethod
     def from_row(cls, row: dict) -> "WorkItem":
         payload = dict(row.get("payload") or {})
         minibatch = list(payload.pop("minibatch", []))
         tokens = int(payload.pop("tokens", 0))
+        chain = ChainLink.from_payload(payload)
+        for key in ChainLink.KEYS:
+            payload.pop(key, None)
+        m = payload.pop("merge", None)
+        s = payload.pop("speculative", None)
         return cls(
             item_id=row["item_id"],
             created_version=int(row["created_version"]),
@@ -49,4 +144,7 @@ class WorkItem:
             created_at=float(row["created_at"]),
             payload=payload,
             tokens=tokens,
+            merge=MergeOf(str(m["ours"]), str(m["theirs"]), str(m["base"])) if m else None,
+            chain=chain,
+            speculative=SpeculativeEntry(str(s["id"]), float(s["threshold"]), int(s["version"])) if s else None,
         )

@@ -178,7 +178,7 @@ class Ledger:
     def _accept(self, item: WorkItem, stored: Artifact, before: Artifact | None) -> None:
         ctx = self.ctx
         ctx.tally.accepted += 1
-        ctx.merges.count_accepted("merge" in item.payload, ctx.tally)
+        ctx.merges.count_accepted(item.is_merge, ctx.tally)
         is_best = before is None or stored.val_mean > before.val_mean
         if is_best:
             ctx.best_history.append((ctx.elapsed(), stored.val_mean))
@@ -188,4 +188,4 @@ class Ledger:
 
 
 def _operator(item: WorkItem) -> str:
-    return "merge" if "merge" in item.payload else "mutate"
+    return "merge" if item.is_merge else "mutate"

@@ -47,6 +47,8 @@ def add_run_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--time-scale", type=float, metavar="X", help="simulated seconds per wall second")
     e = p.add_argument_group("pipeline")
     e.add_argument("--mode", choices=["async", "sync", "pxn", "chain"])
+    e.add_argument("--strategy", metavar="NAME", help="search strategy (`evotui strategies` lists them); default: "
+                   "gepa on prompt tasks, openevolve on program tasks")
     e.add_argument("--policy", choices=["full", "guarded", "reflective"])
     e.add_argument("--max-gap", type=int, metavar="N", help="guarded policy: largest allowed version gap")
     e.add_argument("--workers", metavar="STAGE=N,...", help="e.g. rollout=8,propose=4,evaluate=8")
@@ -135,6 +137,7 @@ def config_layers(args: argparse.Namespace) -> list[tuple[str, dict]]:
         "profile": "sim.profile",
         "time_scale": "sim.time_scale",
         "mode": "pipeline.mode",
+        "strategy": "strategy.name",
         "policy": "pipeline.policy",
         "max_gap": "pipeline.max_gap",
         "minibatch": "pipeline.minibatch_size",

@@ -1,7 +1,7 @@
 """Admission of merge items (GEPA's merge, for text; the operator is in selection/merge.py).
 
 GEPA owes one merge attempt per accepted proposal, up to max_merges. A merge item carries the
-merged text and starts at the handlers' MERGE_AT stage; it never spends the proposal budget
+merged text and starts at the stage the handlers' pipeline names (merge_at); it never spends the proposal budget
 and stops once that budget is used up.
 """
 
@@ -11,27 +11,29 @@ import time
 
 from engine.budget import Reservation
 from engine.context import RunContext
-from engine.items import WorkItem
+from engine.items import MergeOf, WorkItem
+from engine.pipeline.spec import SearchHandlers
 from engine.selection import merge
 
 
 class MergeAdmission:
-    def __init__(self, ctx: RunContext, handlers, in_flight: dict[str, WorkItem]) -> None:
+    def __init__(self, ctx: RunContext, handlers: SearchHandlers, in_flight: dict[str, WorkItem]) -> None:
         self.ctx = ctx
         self.handlers = handlers
         self._in_flight = in_flight
+        self._merge_at = handlers.pipeline().merge_at
         self._checked_at = -1
         """Pool version of the last search that found no pair: search again only after a change."""
 
     @property
     def running(self) -> int:
-        return sum(1 for item in self._in_flight.values() if "merge" in item.payload)
+        return sum(1 for item in self._in_flight.values() if item.is_merge)
 
     def owed(self) -> bool:
         """A merge is due, allowed, within the proposal budget, and the pool changed since the
         last search that found no mergeable pair."""
         ctx, cfg = self.ctx, self.ctx.config.pipeline
-        if not (cfg.merge and hasattr(self.handlers, "select_merge") and ctx.merges.due > 0
+        if not (cfg.merge and self._merge_at is not None and ctx.merges.due > 0
                 and ctx.merges.done < cfg.max_merges and self._checked_at != ctx.pool.version):
             return False
         cap, budget = ctx.budget.limit("proposals"), ctx.budget
@@ -57,7 +59,7 @@ class MergeAdmission:
         merges.done += 1
         ctx.tally.merges_tried += 1
         item = WorkItem(item_id=ctx.next_item_id(), created_version=ctx.pool.version, parent_id=found["ours"],
-                        minibatch=found["minibatch"], stage=self.handlers.MERGE_AT, created_at=time.time(),
-                        payload={"child": found["text"],
-                                 "merge": {k: found[k] for k in ("ours", "theirs", "base")}})
+                        minibatch=found["minibatch"], stage=self._merge_at, created_at=time.time(),
+                        payload={"child": found["text"]},
+                        merge=MergeOf(found["ours"], found["theirs"], found["base"]))
         return item, reservation

@@ -17,20 +17,21 @@ import time
 from engine import events as ev
 from engine.budget import Reservation
 from engine.context import EXIT_NO_PROGRESS, FatalRunError, RunContext
-from engine.items import WorkItem
+from engine.items import ChainLink, WorkItem
 from engine.pipeline.control import AdaptiveController
 from engine.pipeline.merge_admission import MergeAdmission
+from engine.pipeline.modes import mode_named
 from engine.pipeline.recorder import Recorder
 from engine.pipeline.review import GATES, ReviewGates
+from engine.pipeline.spec import SearchHandlers
 from engine.pipeline.stage import Stage
 from engine.pipeline.staleness import make_policy
-from engine.stages.prompt_stages import PromptStages
-
 
 
 class Orchestrator:
-    def __init__(self, ctx: RunContext, handlers=None) -> None:
+    def __init__(self, ctx: RunContext, handlers: SearchHandlers) -> None:
         self.ctx = ctx
+        self.mode = mode_named(ctx.config.pipeline.mode)
         self.running = asyncio.Event()
         self.running.set()
         self.state = "idle"
@@ -39,45 +40,24 @@ class Orchestrator:
         self._draining = False
         self._changed = asyncio.Event()
         self._stopped = asyncio.Event()
-        self.handlers = handlers if handlers is not None else PromptStages(ctx)
-        self.recorder = Recorder(ctx, self.handlers.CHECKED, on_item_end=self._item_ended, on_fatal=self.fail)
-        self.handlers.recorder = self.recorder
-        self.handlers.spawn = self._spawn
-        pipeline = self.handlers.PIPELINE
+        self.handlers = handlers
+        self.spec = spec = handlers.pipeline()
+        self.recorder = Recorder(ctx, spec.checked, on_item_end=self._item_ended, on_fatal=self.fail)
+        handlers.bind(self.recorder, self._spawn)
         cfg = ctx.config.pipeline
         self.stages: dict[str, Stage] = {}
-        for name in pipeline:
-            # sync and pxn drive items step by step; their workers only serve review re-entries.
-            workers = cfg.workers.get(name, 1) if cfg.mode == "async" else 1
-            if cfg.mode == "chain":
-                # Heads waiting for a validation slot hold an evaluate worker until they are
-                # validated or superseded; proposals must never queue behind them.
-                workers = {"evaluate": 4 * cfg.chains + cfg.chain_validators, "update": 1}.get(name, cfg.chains)
-            lo, hi = cfg.min_workers.get(name, 1), cfg.max_workers.get(name, 64)
-            self.stages[name] = Stage(
-                name,
-                getattr(self.handlers, name),
-                capacity=cfg.queue_capacity,
-                workers=max(lo, min(workers, max(hi, workers))),
-                hooks=self.recorder,
-                running=self.running,
-                min_workers=lo,
-                max_workers=max(hi, workers),
-                gate=self.persisted,
-            )
-        for up, down in zip(pipeline, pipeline[1:]):
+        for st in spec.stages:
+            self.stages[st.name] = self._stage(st.name, st.run, self._workers(st.name))
+        for up, down in zip(spec.names, spec.names[1:]):
             self.stages[up].downstream = self.stages[down]
-        if hasattr(self.handlers, "reflect"):
+        if spec.reflect is not None:
             # Stale proposals detour through reflect, then rejoin where they were checked.
-            reflect = Stage("reflect", self.handlers.reflect, capacity=cfg.queue_capacity,
-                            workers=cfg.workers.get("reflect", 4) if cfg.mode == "async" else 1,
-                            hooks=self.recorder, running=self.running,
-                            min_workers=cfg.min_workers.get("reflect", 1), max_workers=cfg.max_workers.get("reflect", 64),
-                            gate=self.persisted)
-            reflect.downstream = self.stages[self.handlers.REFLECT_TO]
+            reflect = self._stage("reflect", spec.reflect.run,
+                                  cfg.workers.get("reflect", 4) if self.mode.configured_workers else 1)
+            reflect.downstream = self.stages[spec.reflect_to]
             self.stages["reflect"] = reflect
         self.recorder.reroute = self._reroute
-        self.recorder.abandon_speculative = getattr(self.handlers, "abandon_speculative", None)
+        self.recorder.abandon = handlers.abandoned
         self.review = ReviewGates(ctx, self.stages, self.recorder.item_finished_at_gate)
         for gate in GATES:
             if gate in self.stages:
@@ -89,6 +69,22 @@ class Orchestrator:
         self._control_tasks: list[asyncio.Task] = []
         self.stalled = 0
         """Items in a row that ended without a candidate (see BudgetConfig.max_stalled)."""
+
+    def _workers(self, name: str) -> int:
+        cfg = self.ctx.config.pipeline
+        if self.mode.chains:
+            # Heads waiting for a validation slot hold an evaluate worker until they are
+            # validated or superseded; proposals must never queue behind them.
+            return {"evaluate": 4 * cfg.chains + cfg.chain_validators, "update": 1}.get(name, cfg.chains)
+        # sync and pxn drive items step by step; their workers only serve review re-entries.
+        return cfg.workers.get(name, 1) if self.mode.configured_workers else 1
+
+    def _stage(self, name: str, run, workers: int) -> Stage:
+        cfg = self.ctx.config.pipeline
+        lo, hi = cfg.min_workers.get(name, 1), cfg.max_workers.get(name, 64)
+        return Stage(name, run, capacity=cfg.queue_capacity, workers=max(lo, min(workers, max(hi, workers))),
+                     hooks=self.recorder, running=self.running, min_workers=lo, max_workers=max(hi, workers),
+                     gate=self.persisted)
 
     # -- control --------------------------------------------------------------------------
     def pause(self) -> None:
@@ -138,7 +134,7 @@ class Orchestrator:
 
     def _item_ended(self, item: WorkItem) -> None:
         self._changed.set()
-        if "merge" in item.payload:
+        if item.is_merge:
             return
         outcome = item.payload.get("outcome")
         if outcome not in ("skipped", "failed"):
@@ -172,8 +168,9 @@ class Orchestrator:
         return new
 
     def set_policy(self, name: str, max_gap: int | None = None) -> None:
-        if self.ctx.config.pipeline.mode == "chain" and name != "full":
-            raise ValueError("mode chain rebases stale heads itself; staleness policies apply to mode async")
+        if not self.mode.staleness_policies and name != "full":
+            raise ValueError(f"mode {self.mode.name} rebases stale heads itself; staleness policies apply to mode "
+                             "async")
         gap = self.ctx.config.pipeline.gap_for(name) if max_gap is None else max_gap
         self.ctx.policy = make_policy(name, gap)
         self.ctx.bus.publish(ev.PolicyChanged(policy=name, max_gap=gap))
@@ -191,11 +188,10 @@ class Orchestrator:
             created_version=ctx.pool.version,
             parent_id=parent,
             minibatch=minibatch,
-            stage=self.handlers.PIPELINE[0],
+            stage=self.spec.first,
             created_at=time.time(),
         )
-        if ctx.config.pipeline.mode == "chain":
-            self.handlers.chain_start(item)
+        self.handlers.admitted(item)
         return item
 
     def _register(self, item: WorkItem, reservation: Reservation) -> WorkItem:
@@ -208,7 +204,8 @@ class Orchestrator:
         self.admitted += 1
         return item
 
-    def _spawn(self, parent_id: str, minibatch: list[str], payload: dict, stage: str) -> WorkItem | None:
+    def _spawn(self, parent_id: str, minibatch: list[str], payload: dict, stage: str,
+               chain: ChainLink | None = None) -> WorkItem | None:
         """An item a handler starts mid-pipeline (mode chain: the next step of a chain), with
         its own budget reservation; None while draining or when the budget has no room."""
         ctx = self.ctx
@@ -219,7 +216,7 @@ class Orchestrator:
             return None
         item = self._register(WorkItem(item_id=ctx.next_item_id(), created_version=ctx.pool.version,
                                        parent_id=parent_id, minibatch=minibatch, stage=stage, created_at=time.time(),
-                                       payload=payload), reservation)
+                                       payload=payload, chain=chain), reservation)
         self._reroute(item, stage)
         return item
 
@@ -229,18 +226,18 @@ class Orchestrator:
             await self._changed.wait()
 
     async def _admit(self) -> None:
-        cfg = self.ctx.config.pipeline
-        if cfg.mode == "pxn":
+        cfg, mode = self.ctx.config.pipeline, self.mode
+        if mode.lockstep:
             await self._admit_steps(cfg.pxn_parents, cfg.pxn_mutations)
             return
         # sync admits the next step only when the previous one has left the pipeline; a merge
         # is a step there. async: merges use their own slots, beside max_in_flight proposals.
-        sync, chain = cfg.mode == "sync", cfg.mode == "chain"
-        limit = 1 if sync else cfg.chains if chain else cfg.max_in_flight
-        first = self.stages[self.handlers.PIPELINE[0]]
+        sync = mode.one_at_a_time
+        limit = 1 if sync else cfg.chains if mode.chains else cfg.max_in_flight
+        first = self.stages[self.spec.first]
 
         def merge_room() -> bool:
-            if chain:  # every chain head already unites all earlier heads
+            if not mode.merges:
                 return False
             return (self.in_flight == 0 if sync else self.merges.running < cfg.merge_slots) and self.merges.owed()
 
@@ -268,8 +265,7 @@ class Orchestrator:
     def proposing(self) -> int:
         """Items in flight that still hold a proposal slot: not merges, not chain heads that
         passed their gate and only await validation."""
-        return sum(1 for item in self.recorder.in_flight.values()
-                   if "merge" not in item.payload and not item.payload.get("gated"))
+        return sum(1 for item in self.recorder.in_flight.values() if item.holds_proposal_slot)
 
     async def _admit_one(self, parent_and_minibatch: tuple[str, list[str]] | None = None,
                          wait: bool = True) -> WorkItem | None:
@@ -327,7 +323,7 @@ class Orchestrator:
             await self._run_lockstep(batch)
 
     async def _run_lockstep(self, batch: list[WorkItem]) -> None:
-        for name in self.handlers.PIPELINE:
+        for name in self.spec.names:
             if not batch:
                 return
             await self.running.wait()
@@ -369,7 +365,7 @@ class Orchestrator:
         ticker = asyncio.create_task(self._tick(), name="tick")
         background = [ticker]
         cfg = ctx.config.pipeline
-        if cfg.adaptive and cfg.mode == "async":
+        if cfg.adaptive and self.mode.adaptive:
             self.controller = AdaptiveController(self.stages, cfg.control_interval_s, self.set_workers)
             background.append(asyncio.create_task(self.controller.run(), name="adaptive-control"))
         try:

@@ -81,7 +81,7 @@ class ReviewGates:
                     gate=gate,
                     parent_id=item.parent_id,
                     # A chain item is made from its head, which may not be a pool artifact yet.
-                    parent_text=str(item.payload.get("head_text") or (parent.text if parent else "")),
+                    parent_text=item.chain.head_text if item.chain is not None else (parent.text if parent else ""),
                     child_text=str(item.payload.get("child", "")),
                     parked_at=float(item.payload.get("parked_at", 0.0)),
                 )

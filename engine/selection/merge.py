@@ -74,14 +74,14 @@ def pair_key(a: str, b: str) -> tuple[str, str]:
 
 def parent_ids(item) -> tuple[str, ...]:
     """The parents an item's artifact gets: both merged artifacts, or the proposal's parent."""
-    m = item.payload.get("merge")
-    return (m["ours"], m["theirs"]) if m else (item.parent_id,)
+    m = item.merge
+    return (m.ours, m.theirs) if m is not None else (item.parent_id,)
 
 
 def merge_meta(item) -> dict:
     """Artifact meta recording a merge's common ancestor (empty for proposals)."""
-    m = item.payload.get("merge")
-    return {"merge_base": m["base"]} if m else {}
+    m = item.merge
+    return {"merge_base": m.base} if m is not None else {}
 
 
 def ancestors(pool_get, artifact_id: str) -> list[str]:

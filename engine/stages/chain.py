@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 
 from engine import events as ev
-from engine.items import WorkItem
+from engine.items import ChainLink, WorkItem
 from engine.selection import merge
 
 
@@ -33,7 +33,9 @@ class ChainMixin:
 
     def head_text(self, item: WorkItem) -> str:
         """The text an item improves: its chain head, else its pool parent."""
-        return item.payload.get("head_text") or self.ctx.pool.get(item.parent_id).text
+        if item.chain is not None and item.chain.head_text:
+            return item.chain.head_text
+        return self.ctx.pool.get(item.parent_id).text
 
     def chain_start(self, item: WorkItem) -> None:
         """A chain item admitted at rollout starts from the shared head."""
@@ -42,7 +44,7 @@ class ChainMixin:
             best = self.ctx.pool.best()
             ch.head_text, ch.head_base = best.text, best.artifact_id
         item.parent_id = ch.head_base
-        item.payload.update(head_text=ch.head_text, head_seq=ch.seq, head_chain=list(ch.head_chain))
+        item.chain = ChainLink(ch.head_text, ch.seq, list(ch.head_chain))
 
     def chain_estimate_calls(self) -> int:
         """LLM calls of one chain step: the fused gate (3 minibatches), a proposal, validation."""
@@ -50,7 +52,9 @@ class ChainMixin:
 
     async def chain_evaluate(self, item: WorkItem) -> WorkItem | None:
         ctx, ch = self.ctx, self.ctx.chain
-        if item.payload.get("gated"):  # resumed after its gate (its successor exists): validation is left
+        link = item.chain
+        assert link is not None, "a chain item without its chain link"
+        if link.gated:  # resumed after its gate (its successor exists): validation is left
             return await self._validate_head(item, item.payload["child"])
         head, child = self.head_text(item), item.payload["child"]
         nxt = ctx.sampler.next()
@@ -69,27 +73,26 @@ class ChainMixin:
         reason = ""
         if child_sum <= parent_sum:
             reason = f"minibatch gate: {child_sum:.2f} <= head {parent_sum:.2f}"
-        elif ch.seq != item.payload.get("head_seq"):
+        elif ch.seq != link.head_seq:
             rebased = merge.three_way(head, child, ch.head_text)
             if rebased is None:
                 reason = "passed its gate but does not apply to the newer head (a conflict, or the edit is there)"
             else:
-                item.payload["rebased"] = {"from_seq": item.payload.get("head_seq"), "to_seq": ch.seq,
+                item.payload["rebased"] = {"from_seq": link.head_seq, "to_seq": ch.seq,
                                            "from_parent": item.parent_id, "mechanical": True}
                 child = item.payload["child"] = rebased
                 ctx.staleness_counts["chain_rebase"] += 1
         if reason:
             # The chain goes on from its own head, with the head's traces on the next minibatch.
-            self._hand_on(item, head, head_next, nxt, item.payload.get("head_seq", ch.seq),
-                          item.payload.get("head_chain", []), item.parent_id)
+            self._hand_on(item, head, head_next, nxt, link.head_seq, link.head_chain, item.parent_id)
             self.reject(item, reason)
             return None
         # Rebased or not, the candidate extends the shared head (and its lineage).
         base = item.parent_id = ch.head_base
-        item.payload["head_chain"] = list(ch.head_chain)
+        link.head_chain = list(ch.head_chain)
         ch.head_text, ch.seq = child, ch.seq + 1
-        ch.head_chain = [item.item_id, *item.payload["head_chain"]][: ch.MAX_CHAIN]
-        item.payload["gated"] = True  # no longer a proposing item: the chain's slot passes on
+        ch.head_chain = [item.item_id, *link.head_chain][: ch.MAX_CHAIN]
+        link.gated = True  # no longer a proposing item: the chain's slot passes on
         self._hand_on(item, child, child_next, nxt, ch.seq, ch.head_chain, base)
         self.recorder.save_item(item, outcome=None)  # a resume must not run this gate twice
         return await self._validate_head(item, child)
@@ -101,9 +104,9 @@ class ChainMixin:
         if all(t["score"] >= self.ctx.task.max_score for t in traces):
             self.ctx.tally.skipped += 1
             return
-        payload = {"head_text": head, "head_seq": seq, "head_chain": list(head_chain), "chain_of": item.item_id,
-                   "traces": traces, "parent_mb": [t["score"] for t in traces], "parent_mb_of": base}
-        self.spawn(base, minibatch, payload, "propose")
+        payload = {"traces": traces, "parent_mb": [t["score"] for t in traces], "parent_mb_of": base}
+        self.spawn(base, minibatch, payload, "propose",
+                   chain=ChainLink(head, seq, list(head_chain), chain_of=item.item_id))
 
     async def _validate_head(self, item: WorkItem, child: str) -> WorkItem | None:
         ctx = self.ctx
@@ -117,7 +120,7 @@ class ChainMixin:
                 return None
             self.record_validation(item, await self.full_validation(item, child))
         # Lineage: the nearest ancestor head that made it into the pool, else the base.
-        item.parent_id = next((f"a{i[1:]}" for i in item.payload["head_chain"] if f"a{i[1:]}" in ctx.pool),
+        item.parent_id = next((f"a{i[1:]}" for i in item.chain.head_chain if f"a{i[1:]}" in ctx.pool),
                               item.parent_id)
         return item
 

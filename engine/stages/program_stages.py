@@ -1,11 +1,12 @@
 """Stage handlers of program tasks: propose -> validate -> evaluate -> update.
 
-select() picks a parent (tournament among the pool, sometimes a random one). propose asks the
-LLM for a patch in the task's format and applies it, retrying a bounded number of times with
-the precise per-block errors. validate runs the cheap filters (no-op, duplicate, EVOLVE-BLOCK
-region, syntax). evaluate runs the evaluator in the sandbox. update commits every successfully
-evaluated program to the pool (the population); val_scores = {"combined_score": fitness}, so
-Artifact.val_mean is the fitness. Same handler shape as PromptStages.
+The strategy (engine/strategy/) picks the parent, chooses the other programs the proposer sees
+(inspirations), may gate a candidate against its parent's score, and offers merges. propose
+asks the LLM for a patch in the task's format and applies it, retrying a bounded number of
+times with the precise per-block errors. validate runs the cheap filters (no-op, duplicate,
+EVOLVE-BLOCK region, syntax). evaluate runs the evaluator in the sandbox. update commits the
+candidates that evaluated (and passed the strategy's gate); val_scores = {"combined_score":
+fitness}, so Artifact.val_mean is the fitness. Same handler shape as PromptStages.
 """
 
 from __future__ import annotations
@@ -18,14 +19,16 @@ from engine import events as ev
 from engine.code.filters import ProgramFilters, program_hash
 from engine.code.patches import apply_reply, unified_diff
 from engine.context import FatalRunError, RunContext
-from engine.items import WorkItem
-from engine.ledger import EvalRow, Ledger
+from engine.items import WorkItem, current_item
+from engine.ledger import EvalRow
 from engine.llm.errors import LLMError
+from engine.pipeline.spec import PipelineSpec, StageSpec
 from engine.pool import Artifact
 from engine.sandbox import EvalResult, Sandbox
 from engine.selection import merge
 from engine.stages import program_prompt as prompt
-from engine.stages.prompt_stages import current_item
+from engine.stages.base import KindHandlers
+from engine.strategy.protocols import Strategy
 
 TOKENS_PER_CALL_PRIOR = 3000.0
 SCORE_KEY = "combined_score"
@@ -39,17 +42,11 @@ def _feedback_of(res: EvalResult) -> dict[str, str]:
     return fb
 
 
-class ProgramStages:
-    PIPELINE = ("propose", "validate", "evaluate", "update")
-    CHECKED = ("propose", "evaluate")
-    REFLECT_TO = "evaluate"
-    MERGE_AT = "validate"
-    recorder = None
-    """Set by the orchestrator."""
+class ProgramStages(KindHandlers):
+    kind = "program"
 
-    def __init__(self, ctx: RunContext, sandbox: Sandbox | None = None) -> None:
-        self.ctx = ctx
-        self.ledger = ctx.ledger = Ledger(ctx, evaluation_rows)
+    def __init__(self, ctx: RunContext, strategy: Strategy, sandbox: Sandbox | None = None) -> None:
+        super().__init__(ctx, strategy, evaluation_rows)
         self.task = ctx.task
         self.settings = ctx.task.settings
         # The run's key variables are dropped whatever they are called (not only *_API_KEY).
@@ -63,16 +60,27 @@ class ProgramStages:
         self.patch_retries = 0
         self.tolerant_blocks = 0
 
+    def pipeline(self) -> PipelineSpec:
+        return PipelineSpec(
+            stages=(StageSpec("propose", self.propose, checks_staleness=True), StageSpec("validate", self.validate),
+                    StageSpec("evaluate", self.evaluate, checks_staleness=True), StageSpec("update", self.update)),
+            reflect=StageSpec("reflect", self.reflect), reflect_to="evaluate",
+            merge_at="validate" if self.strategy.merges else None)
+
+    @property
+    def instances(self) -> tuple[str, ...]:
+        return (SCORE_KEY,)
+
+    def figures(self) -> dict:
+        """Filter counts, patch retries and the sandbox's isolation level."""
+        note = self.sandbox.note
+        return {"filters": dict(self.filters.counts), "patch_retries": self.patch_retries,
+                "sandbox": note() if callable(note) else note}
+
     # -- selection and budget -------------------------------------------------------------
     def select(self) -> tuple[str, list[str]]:
-        """Tournament among the top programs; with probability explore_prob any program."""
-        ctx, s = self.ctx, self.settings
-        arts = ctx.pool.live()
-        if ctx.rng.random() < s.explore_prob:
-            return ctx.rng.choice(arts).artifact_id, []
-        elite = sorted(arts, key=lambda a: (-a.val_mean, a.created_version))[: s.elite_size]
-        entrants = ctx.rng.sample(elite, min(s.tournament_size, len(elite)))
-        return max(entrants, key=lambda a: (a.val_mean, -a.created_version)).artifact_id, []
+        """The parent the strategy picks; a program has no minibatch."""
+        return self.pick_parent(), []
 
     def estimate(self) -> dict[str, float]:
         t = self.ctx.tally
@@ -81,12 +89,10 @@ class ProgramStages:
         return {"proposals": 1, "llm_calls": calls, "metric_calls": 1, "tokens": calls * per_call}
 
     def select_merge(self) -> dict | None:
-        """A line merge of two elite programs with a common ancestor (the best first), or None.
+        """A line merge of two programs the strategy ranks (pairs with the best first), or None.
         It is validated (syntax, EVOLVE-BLOCK regions) and evaluated like any proposal."""
         ctx = self.ctx
-        elite = sorted(ctx.pool.confirmed(), key=lambda a: (-a.val_mean, a.created_version))[: self.settings.elite_size]
-        weights = {a.artifact_id: len(elite) - rank for rank, a in enumerate(elite)}
-        return merge.plan_merge(ctx.pool, weights, ctx.merges.tried, ctx.rng)
+        return merge.plan_merge(ctx.pool, self.merge_weights(), ctx.merges.tried, ctx.rng)
 
     def estimate_merge(self) -> dict[str, float]:
         """One evaluation, no LLM call."""
@@ -117,14 +123,6 @@ class ProgramStages:
         self.filters.remember(seed.text)
 
     # -- propose ----------------------------------------------------------------------------
-    def _others(self, parent: Artifact) -> list[tuple[str, float, str]]:
-        s, ctx = self.settings, self.ctx
-        rest = [a for a in ctx.pool.live() if a.artifact_id != parent.artifact_id]
-        top = sorted(rest, key=lambda a: (-a.val_mean, a.created_version))[: s.num_top]
-        pool = [a for a in rest if a not in top]
-        diverse = ctx.rng.sample(pool, min(s.num_diverse, len(pool)))
-        return [(a.artifact_id, a.val_mean, a.text) for a in [*top, *diverse]]
-
     def messages_for(self, parent: Artifact) -> list[dict]:
         s = self.settings
         meta = dict(parent.meta)
@@ -133,7 +131,8 @@ class ProgramStages:
             description=self.task.description,
             parent_id=parent.artifact_id, parent_code=parent.text, parent_score=parent.val_mean,
             metrics=dict(meta.get("metrics") or {}), feedback=dict(meta.get("feedback") or {}),
-            last_change=str(meta.get("diff") or ""), others=self._others(parent), failures=list(self.failures),
+            last_change=str(meta.get("diff") or ""),
+            others=[(a.artifact_id, a.val_mean, a.text) for a in self.inspirations(parent)], failures=list(self.failures),
             fmt=s.patch_format, max_chars=s.max_prompt_chars, language=self.task.language)
 
     async def propose(self, item: WorkItem) -> WorkItem | None:
@@ -217,10 +216,24 @@ class ProgramStages:
             self._fail(item, "evaluation failed", f"evaluation failed: {res.reason}", tail)
             return None
         ctx.bus.publish(ev.EvaluationEnd(item_id=item.item_id, split="program", score=res.score))
+        refused = self.gate(res.score, self._parent_score(item), item) if self.strategy.acceptance.gated else None
+        if refused is not None:
+            ctx.tally.rejected += 1
+            reason = f"score gate: {refused}"
+            ctx.bus.publish(ev.CandidateRejected(item_id=item.item_id, parent_id=item.parent_id, reason=reason))
+            item.end("rejected", reason)
+            return None
         item.payload["score"] = res.score
         item.payload["metrics"] = res.metrics
         item.payload["feedback"] = _feedback_of(res)
         return item
+
+    def _parent_score(self, item: WorkItem) -> float:
+        """The score a gated candidate must beat: its parent's (a merge's better parent's)."""
+        pool = self.ctx.pool
+        if item.merge is not None:
+            return max(pool.get(item.merge.ours).val_mean, pool.get(item.merge.theirs).val_mean)
+        return pool.get(item.parent_id).val_mean
 
     async def update(self, item: WorkItem) -> None:
         artifact_id = f"a{item.item_id[1:]}"

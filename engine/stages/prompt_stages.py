@@ -1,6 +1,8 @@
 """Stage handlers of the prompt-task pipeline: rollout -> propose -> evaluate -> update.
 
-The same handlers serve every execution mode; inside a handler the requests of one item run
+The strategy (engine/strategy/) picks parents, chooses the other prompts the proposer sees,
+gates candidates (or not) and offers merges; this kind runs prompts on examples, reflects on
+the traces and validates. The same handlers serve every execution mode; inside a handler the requests of one item run
 concurrently and the handler returns when all of them are done (GEPA's per-stage barrier).
 A handler returns the item to forward it, or None after recording the item's outcome in
 item.payload["outcome"].
@@ -9,56 +11,70 @@ item.payload["outcome"].
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import time
 from typing import Mapping
 
 from engine import events as ev
 from engine.context import CallFailed, FatalRunError, RunContext
-from engine.items import WorkItem
-from engine.ledger import EvalRow, Ledger
+from engine.items import WorkItem, current_item
+from engine.ledger import EvalRow
 from engine.llm.errors import LLMError
 from engine.llm.shrink import middle_out
+from engine.pipeline.spec import PipelineSpec, StageSpec
 from engine.pool import Artifact
 from engine.selection import merge
-from engine.selection.pareto import front_weights, sample_parent
 from engine.stages import reflection
+from engine.stages.base import KindHandlers
 from engine.stages.chain import ChainMixin
 from engine.stages.speculation import SpeculationMixin
+from engine.strategy.protocols import Strategy
 from engine.tasks.prompt_task import TaskError
 
 TOKENS_PER_CALL_PRIOR = 1500.0
 """Tokens per call assumed for budget reservations until calls have been observed."""
 
-current_item: contextvars.ContextVar[str | None] = contextvars.ContextVar("current_item", default=None)
+class PromptStages(SpeculationMixin, ChainMixin, KindHandlers):
+    """Handlers of a prompt task running `strategy` (engine/pipeline/spec.py: SearchHandlers)."""
 
+    kind = "prompt"
 
-class PromptStages(SpeculationMixin, ChainMixin):
-    """Handlers of a prompt task. The orchestrator drives any object with this shape:
-    PIPELINE (stage names after select), CHECKED (stages that check staleness), one async
-    method per stage, select(), estimate() and evaluate_seed()."""
+    def __init__(self, ctx: RunContext, strategy: Strategy) -> None:
+        super().__init__(ctx, strategy, evaluation_rows)
+        if self.mode.chains and not strategy.acceptance.gated:
+            raise ValueError(f"mode {self.mode.name} hands each step on at the minibatch gate; strategy "
+                             f"{strategy.name} has no gate (use strategy gepa, or mode async)")
 
-    PIPELINE = ("rollout", "propose", "evaluate", "update")
-    CHECKED = ("propose", "evaluate")
-    REFLECT_TO = "evaluate"
-    MERGE_AT = "evaluate"
+    def pipeline(self) -> PipelineSpec:
+        return PipelineSpec(
+            stages=(StageSpec("rollout", self.rollout), StageSpec("propose", self.propose, checks_staleness=True),
+                    StageSpec("evaluate", self.evaluate, checks_staleness=True), StageSpec("update", self.update)),
+            reflect=StageSpec("reflect", self.reflect), reflect_to="evaluate",
+            merge_at="evaluate" if self.strategy.merges else None)
 
-    def __init__(self, ctx: RunContext) -> None:
-        self.ctx = ctx
-        self.ledger = ctx.ledger = Ledger(ctx, evaluation_rows)
+    @property
+    def instances(self) -> list[str]:
+        return self.ctx.task.val_ids
 
     # -- selection and budget -------------------------------------------------------------
     def select(self) -> tuple[str, list[str]]:
-        """A parent from the per-example Pareto front and the next training minibatch."""
-        ctx = self.ctx
-        weights = front_weights(ctx.pool, ctx.task.val_ids)
-        return sample_parent(weights, ctx.rng), ctx.sampler.next()
+        """A parent chosen by the strategy and the next training minibatch."""
+        return self.pick_parent(), self.ctx.sampler.next()
+
+    def admitted(self, item: WorkItem) -> None:
+        if self.mode.chains:
+            self.chain_start(item)
+
+    def abandoned(self, item: WorkItem) -> None:
+        if item.speculative is not None:
+            self.abandon_speculative(item)
 
     def estimate(self) -> dict[str, float]:
-        """Worst-case cost of one item: minibatch twice, one proposal, full validation."""
+        """Worst-case cost of one item: minibatch twice (once without a gate), one proposal,
+        full validation."""
         ctx = self.ctx
-        chain = ctx.config.pipeline.mode == "chain"
-        calls = self.chain_estimate_calls() if chain else 2 * ctx.config.pipeline.minibatch_size + 1 + len(ctx.task.val)
+        batches = 2 if self.strategy.acceptance.gated else 1
+        calls = (self.chain_estimate_calls() if self.mode.chains
+                 else batches * ctx.config.pipeline.minibatch_size + 1 + len(ctx.task.val))
         t = ctx.tally
         per_call = (t.prompt_tokens + t.completion_tokens) / t.llm_calls if t.llm_calls else TOKENS_PER_CALL_PRIOR
         return {"proposals": 1, "llm_calls": calls, "metric_calls": calls - 1, "tokens": calls * per_call}
@@ -66,9 +82,8 @@ class PromptStages(SpeculationMixin, ChainMixin):
     def select_merge(self) -> dict | None:
         """A merge of two fully validated front artifacts with a common ancestor, or None."""
         ctx = self.ctx
-        plan = merge.plan_merge(ctx.pool, front_weights(ctx.pool, ctx.task.val_ids, confirmed=True), ctx.merges.tried,
-                                ctx.rng)
-        if plan is not None:  # gate batch: validation examples where the two parents differ
+        plan = merge.plan_merge(ctx.pool, self.merge_weights(), ctx.merges.tried, ctx.rng)
+        if plan is not None and self.strategy.acceptance.gated:  # gate batch: validation examples where the two parents differ
             plan["minibatch"] = merge.differing_examples(ctx.pool.get(plan["ours"]), ctx.pool.get(plan["theirs"]),
                                                          ctx.task.val_ids, ctx.config.pipeline.merge_minibatch_size,
                                                          ctx.rng)
@@ -76,7 +91,8 @@ class PromptStages(SpeculationMixin, ChainMixin):
 
     def estimate_merge(self) -> dict[str, float]:
         """Worst-case cost of one merge: its gate batch and full validation, no proposal."""
-        calls = self.ctx.config.pipeline.merge_minibatch_size + len(self.ctx.task.val)
+        gate = self.ctx.config.pipeline.merge_minibatch_size if self.strategy.acceptance.gated else 0
+        calls = gate + len(self.ctx.task.val)
         per = self.estimate()
         per_call = per["tokens"] / per["llm_calls"]
         return {"llm_calls": calls, "metric_calls": calls, "tokens": calls * per_call}
@@ -167,7 +183,8 @@ class PromptStages(SpeculationMixin, ChainMixin):
         parent = ctx.pool.get(item.parent_id)
         ctx.bus.publish(ev.ProposalStart(item_id=item.item_id, parent_id=parent.artifact_id))
         current = self.head_text(item)
-        messages = reflection.build_messages(ctx.task.description, current, item.payload["traces"])
+        others = [(a.artifact_id, a.val_mean, a.text) for a in self.inspirations(parent)]
+        messages = reflection.build_messages(ctx.task.description, current, item.payload["traces"], others)
         reason = ""
         child = None
         try:
@@ -211,17 +228,20 @@ class PromptStages(SpeculationMixin, ChainMixin):
 
     async def evaluate(self, item: WorkItem) -> WorkItem | None:
         ctx = self.ctx
-        if ctx.config.pipeline.mode == "chain" and "merge" not in item.payload:
+        if self.mode.chains and not item.is_merge:
             return await self.chain_evaluate(item)
         child = item.payload["child"]
+        if not self.strategy.acceptance.gated:
+            self.record_validation(item, await self.full_validation(item, child))
+            return item
         ctx.bus.publish(ev.EvaluationStart(item_id=item.item_id, split="minibatch", n_examples=len(item.minibatch)))
-        if "merge" in item.payload:
+        if item.merge is not None:
             # Gate of a merge: its batch against the better of both parents, whose scores on these
             # validation examples are known; a tie passes (it unites two validated edits).
-            m = item.payload["merge"]
+            m = item.merge
             mb = await self.run_examples(child, item.minibatch, "evaluate")
-            parent_sum = max(sum(ctx.pool.get(m[side]).val_scores.get(ex, 0.0) for ex in item.minibatch)
-                             for side in ("ours", "theirs"))
+            parent_sum = max(sum(ctx.pool.get(side).val_scores.get(ex, 0.0) for ex in item.minibatch)
+                             for side in (m.ours, m.theirs))
         else:
             if item.payload.get("parent_mb_of") != item.parent_id:
                 # Rebased by reflection onto another parent: the gate needs that parent's scores.
@@ -238,9 +258,9 @@ class PromptStages(SpeculationMixin, ChainMixin):
         child_sum = sum(t["score"] for t in mb)
         item.payload["child_mb"] = [t["score"] for t in mb]
         ctx.bus.publish(ev.EvaluationEnd(item_id=item.item_id, split="minibatch", score=child_sum / max(1, len(mb))))
-        tie_passes = "merge" in item.payload
-        if child_sum < parent_sum or (child_sum == parent_sum and not tie_passes):
-            self.reject(item, f"minibatch gate: {child_sum:.2f} {'<' if tie_passes else '<='} parent {parent_sum:.2f}")
+        refused = self.gate(child_sum, parent_sum, item)
+        if refused is not None:
+            self.reject(item, f"minibatch gate: {refused}")
             return None
         self.record_validation(item, await self.full_validation(item, child))
         return item
@@ -282,7 +302,7 @@ class PromptStages(SpeculationMixin, ChainMixin):
     async def update(self, item: WorkItem) -> None:
         ctx = self.ctx
         artifact_id = f"a{item.item_id[1:]}"
-        if "speculative" in item.payload:
+        if item.speculative is not None:
             if not self.settle_speculative(item):
                 item.end("removed_speculative", "full validation did not confirm the partial score")
                 return None
@@ -299,7 +319,7 @@ class PromptStages(SpeculationMixin, ChainMixin):
                   **merge.merge_meta(item)},
         )
         self.ledger.commit(item, art, item.payload.get("val_feedback", {}))
-        if ctx.config.pipeline.mode == "chain":
+        if self.mode.chains:
             self.chain_committed(item, artifact_id)
         return self._accepted(item, artifact_id)
 

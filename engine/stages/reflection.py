@@ -21,7 +21,15 @@ SYSTEM = (
 _FENCE = re.compile(r"```[^\n`]*\n(.*?)\n?```", re.DOTALL)
 
 
-def build_messages(task_description: str, current: str, traces: list[dict]) -> list[dict]:
+OTHER_CHARS = 1500
+"""Most characters of each other prompt shown as inspiration."""
+
+
+def build_messages(task_description: str, current: str, traces: list[dict],
+                   others: list[tuple[str, float, str]] = ()) -> list[dict]:
+    """others = (artifact id, validation mean, text) of other prompts the strategy shows; they
+    come after the examples, quoted rather than fenced, so the current instructions stay the
+    first ``` block."""
     parts = []
     if task_description:
         parts.append(f"Task: {task_description}\n")
@@ -32,6 +40,12 @@ def build_messages(task_description: str, current: str, traces: list[dict]) -> l
             f"### Example {n}\nInput:\n{tr['input']}\nOutput:\n{tr['output']}\n"
             f"Score: {tr['score']:.2f}\nFeedback: {tr['feedback'] or 'none'}\n"
         )
+    if others:
+        parts.append("## Other instructions tried (for inspiration)")
+        for aid, score, text in others:
+            body = text.strip()[:OTHER_CHARS]
+            quoted = "\n".join(f"> {line}" for line in body.splitlines())
+            parts.append(f"### {aid} (validation mean {score:.2f})\n{quoted}\n")
     parts.append("Write the complete improved instructions inside a single ``` block.")
     return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "\n".join(parts)}]
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 
-from engine.items import WorkItem
+from engine.items import SpeculativeEntry, WorkItem
 from engine.pool import Artifact
 from engine.selection import merge
 
@@ -30,34 +30,35 @@ class SpeculationMixin:
                   **merge.merge_meta(item)},
         )
         change = self.ledger.insert_speculative(item, art, partial, threshold)
-        item.payload["speculative"] = {"id": art.artifact_id, "threshold": threshold, "version": change.version}
+        item.speculative = SpeculativeEntry(art.artifact_id, threshold, change.version)
 
     def settle_speculative(self, item: WorkItem) -> bool:
         """Confirm a speculative artifact on full validation (the ledger accepts it) or remove
         it; True if confirmed."""
-        spec = item.payload["speculative"]
+        spec = item.speculative
+        assert spec is not None
         full = item.payload["val"]
         mean = sum(full.values()) / len(full)
-        if mean > spec["threshold"]:
-            self.ledger.confirm(item, spec["id"], full, mean, spec["threshold"], item.payload.get("val_feedback", {}))
+        if mean > spec.threshold:
+            self.ledger.confirm(item, spec.artifact_id, full, mean, spec.threshold, item.payload.get("val_feedback", {}))
             return True
-        stored = self.ledger.remove(item, spec["id"], {"val_mean": mean, "threshold": spec["threshold"]})
+        stored = self.ledger.remove(item, spec.artifact_id, {"val_mean": mean, "threshold": spec.threshold})
         self._after_removal(spec, stored)
         return False
 
     def abandon_speculative(self, item: WorkItem) -> None:
         """An item that inserted a speculative artifact ended without reaching update
         (review reject, crash): the unvalidated artifact must leave the pool."""
-        ctx, spec = self.ctx, item.payload["speculative"]
-        if ctx.pool.get(spec["id"]).status != "speculative":
+        ctx, spec = self.ctx, item.speculative
+        if spec is None or ctx.pool.get(spec.artifact_id).status != "speculative":
             return
-        stored = self.ledger.remove(item, spec["id"], {"reason": "its item ended before validation"})
+        stored = self.ledger.remove(item, spec.artifact_id, {"reason": "its item ended before validation"})
         self._after_removal(spec, stored)
 
-    def _after_removal(self, spec: dict, stored: Artifact) -> None:
+    def _after_removal(self, spec: SpeculativeEntry, stored: Artifact) -> None:
         # Work derived from the removed artifact falls back to its parent and is now stale.
         for other in self.recorder.in_flight.values():
-            if other.parent_id == spec["id"]:
+            if other.parent_id == spec.artifact_id:
                 other.parent_id = stored.parent_ids[0]
-                other.created_version = min(other.created_version, spec["version"] - 1)
-                other.payload["parent_removed"] = spec["id"]
+                other.created_version = min(other.created_version, spec.version - 1)
+                other.payload["parent_removed"] = spec.artifact_id

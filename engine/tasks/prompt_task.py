@@ -48,6 +48,7 @@ class PromptTask:
     defaults: dict = field(default_factory=dict)
     score_range: tuple[float, float] = (0.0, 1.0)
     """[metric] range: scores outside it are refused (a metric bug, not a better prompt)."""
+    kind: str = "prompt"
 
     @property
     def max_score(self) -> float:

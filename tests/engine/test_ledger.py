@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from engine import events as ev
-from engine.items import WorkItem
+from engine.items import MergeOf, WorkItem
 from engine.pool import Artifact, PoolError
 from engine.stages.program_stages import evaluation_rows as program_rows
 from tests.engine.fakes import SEED_PROMPT, VAL_KEYWORDS, harness  # noqa: F401
@@ -66,9 +66,9 @@ def artifact(aid: str, parent: str | None, value: float, status: str = "confirme
                     created_version=0, val_scores=scores(value), status=status, created_at=time.time())
 
 
-def item(n: int, parent: str, **payload: Any) -> WorkItem:
+def item(n: int, parent: str, merge: MergeOf | None = None) -> WorkItem:
     return WorkItem(item_id=f"i{n:06d}", created_version=1, parent_id=parent, minibatch=["t0", "t1"],
-                    stage="update", created_at=time.time(), payload=dict(payload))
+                    stage="update", created_at=time.time(), merge=merge)
 
 
 async def start(harness) -> tuple[Any, StoreSpy, Any]:  # noqa: F811
@@ -101,7 +101,7 @@ async def test_seed_and_commit_write_their_rows_in_order(harness) -> None:  # no
     assert (accepted.artifact_id, accepted.pool_version, accepted.best) == ("a000001", 2, True)
     assert ctx.tally.accepted == 1 and ctx.merges.due == 1 and len(ctx.best_history) == 2
 
-    ledger.commit(item(2, "a000001", merge={"ours": "a000001", "theirs": "a000000"}),
+    ledger.commit(item(2, "a000001", merge=MergeOf("a000001", "a000000", "a000000")),
                   artifact("a000002", "a000001", 0.4))
     assert ("insert_lineage", "a000001", "a000002", "merge") in spy.take()
     [accepted] = sub.drain()

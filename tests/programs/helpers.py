@@ -1,4 +1,4 @@
-"""Builds a program-task run the way engine.runner does, with ProgramStages as the handlers."""
+"""Builds a program-task run the way engine.runner does (its kind's handlers running the configured strategy)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from pathlib import Path
 from engine.config import build_config
 from engine.pipeline.orchestrator import Orchestrator
 from engine.runner import _build_context, new_run_id
+from engine.stages.kinds import build_handlers
 from engine.stages.program_stages import ProgramStages
 from engine.store.store import Store
 
@@ -20,7 +21,8 @@ async def run_program(task, db: Path, layers: dict) -> tuple[Orchestrator, Progr
     store.insert_run(run_id, task=task.name, task_path=str(task.path), config_json=config.model_dump_json(),
                      seed=config.seed, mode=config.pipeline.mode, policy=config.pipeline.policy,
                      backend=ctx.backend, status="running", created_at=time.time())
-    stages = ProgramStages(ctx)
+    stages = build_handlers(ctx)
+    assert isinstance(stages, ProgramStages)
     orch = Orchestrator(ctx, stages)
     ctx.call_sink.target = orch.recorder.llm_call
     try:

@@ -128,6 +128,7 @@ def _stages(llm, retries: int) -> ProgramStages:
     from engine.pipeline.recorder import Recorder
     from engine.config import RunConfig
     from engine.pipeline.staleness import make_policy
+    from engine.stages.kinds import strategy_for
 
     task = load_any_task("circle_packing")
     task = replace(task, settings=task.settings.model_copy(update={"max_patch_retries": retries}))
@@ -139,8 +140,9 @@ def _stages(llm, retries: int) -> ProgramStages:
                           reservations={}, reflection_llm=llm, rng=random.Random(0), store=FakeStore(),
                           staleness_counts=Counter(), run_id="r",
                           policy=make_policy("reflective", 0), config=RunConfig())
-    stages = ProgramStages(ctx)
-    stages.recorder = Recorder(ctx, ProgramStages.CHECKED, on_item_end=lambda item: None, on_fatal=lambda exc: None)
+    stages = ProgramStages(ctx, strategy_for(ctx))
+    stages.bind(Recorder(ctx, stages.pipeline().checked, on_item_end=lambda item: None, on_fatal=lambda exc: None),
+                spawn=lambda *a, **k: None)
     return stages
 
 

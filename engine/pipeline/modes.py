@@ -1,0 +1,69 @@
+"""The scheduler's execution modes, as data: what each mode allows and how it admits items.
+
+Every question about a mode ("does it stream?", "may a staleness policy apply?") is a field
+here, so no other module compares mode names. Imports nothing from engine (config validates
+against this table).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Mode:
+    name: str
+    admission: str
+    """How items are admitted: "stream" (up to max_in_flight), "one" (the next step once the
+    previous left the pipeline), "lockstep" (P x N items per step, each stage waiting for its
+    slowest) or "chains" (a fixed number of proposal chains)."""
+    configured_workers: bool
+    """Stages get the configured worker counts (else one worker: the scheduler drives steps)."""
+    adaptive: bool
+    """Adaptive worker control may run."""
+    staleness_policies: bool
+    """A staleness policy other than full may apply (chain rebases stale heads itself)."""
+    speculation: bool
+    merges: bool
+    """Merge items are admitted (every chain head already unites all earlier heads)."""
+    kinds: frozenset[str]
+    """Task kinds the mode runs."""
+
+    @property
+    def streams(self) -> bool:
+        return self.admission == "stream"
+
+    @property
+    def one_at_a_time(self) -> bool:
+        return self.admission == "one"
+
+    @property
+    def lockstep(self) -> bool:
+        return self.admission == "lockstep"
+
+    @property
+    def chains(self) -> bool:
+        return self.admission == "chains"
+
+
+_BOTH = frozenset({"prompt", "program"})
+
+MODES: dict[str, Mode] = {
+    m.name: m for m in (
+        Mode("async", "stream", configured_workers=True, adaptive=True, staleness_policies=True, speculation=True,
+             merges=True, kinds=_BOTH),
+        Mode("sync", "one", configured_workers=False, adaptive=False, staleness_policies=True, speculation=True,
+             merges=True, kinds=_BOTH),
+        Mode("pxn", "lockstep", configured_workers=False, adaptive=False, staleness_policies=True,
+             speculation=True, merges=True, kinds=_BOTH),
+        Mode("chain", "chains", configured_workers=False, adaptive=False, staleness_policies=False,
+             speculation=False, merges=False, kinds=frozenset({"prompt"})),
+    )
+}
+
+
+def mode_named(name: str) -> Mode:
+    try:
+        return MODES[name]
+    except KeyError:
+        raise ValueError(f"unknown mode {name!r}; modes are {', '.join(MODES)}") from None

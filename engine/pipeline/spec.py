@@ -1,0 +1,86 @@
+"""What the orchestrator drives: a pipeline of stages declared by the search handlers.
+
+The handlers (a task kind running a strategy, engine/stages/) declare their stages here; the
+orchestrator, recorder, review gates and staleness checks read this declaration instead of
+naming stages themselves.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Awaitable, Callable, Protocol
+
+from engine.items import WorkItem
+
+Handler = Callable[[WorkItem], Awaitable["WorkItem | None"]]
+Spawn = Callable[..., "WorkItem | None"]
+"""(parent_id, minibatch, payload, stage, chain=None) -> the new item, or None (no budget, draining)."""
+
+
+@dataclass(frozen=True)
+class StageSpec:
+    name: str
+    run: Handler
+    checks_staleness: bool = False
+    """The stage checks an item's version gap (the staleness policy) before working on it."""
+
+
+@dataclass(frozen=True)
+class PipelineSpec:
+    stages: tuple[StageSpec, ...]
+    """In order, after the select stage (admission)."""
+    reflect: StageSpec | None = None
+    """Detour of stale items under the reflective policy; they rejoin at `reflect_to`."""
+    reflect_to: str = ""
+    merge_at: str | None = None
+    """The stage merge items enter at; None when the handlers make no merges."""
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(s.name for s in self.stages)
+
+    @property
+    def checked(self) -> tuple[str, ...]:
+        return tuple(s.name for s in self.stages if s.checks_staleness)
+
+    @property
+    def first(self) -> str:
+        return self.stages[0].name
+
+
+class SearchHandlers(Protocol):
+    """A task kind running a strategy (engine/stages/kinds.py builds one)."""
+
+    def pipeline(self) -> PipelineSpec: ...
+
+    def bind(self, recorder, spawn: Spawn) -> None:
+        """The run's recorder (rows, staleness decisions) and the orchestrator's spawn."""
+        ...
+
+    def select(self) -> tuple[str, list[str]]:
+        """(parent id, minibatch) of the next item."""
+        ...
+
+    def admitted(self, item: WorkItem) -> None:
+        """A new item is about to enter the pipeline's first stage."""
+        ...
+
+    def estimate(self) -> dict[str, float]:
+        """Worst-case cost of one item, reserved from the budget at admission."""
+        ...
+
+    def select_merge(self) -> dict | None:
+        """A merge to run (ours, theirs, base, text, minibatch), or None."""
+        ...
+
+    def estimate_merge(self) -> dict[str, float]: ...
+
+    async def evaluate_seed(self) -> None: ...
+
+    def abandoned(self, item: WorkItem) -> None:
+        """An item ended without reaching the archive: release what it holds there."""
+        ...
+
+    def figures(self) -> dict:
+        """Kind-specific figures for the run's summary."""
+        ...

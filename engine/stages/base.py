@@ -1,0 +1,63 @@
+"""What both task kinds share as search handlers (engine/pipeline/spec.py: SearchHandlers).
+
+A kind (prompt_stages.py, program_stages.py) knows how to run, score and patch its artifacts;
+the strategy it is given (engine/strategy/) decides parents, context, acceptance and merges.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from engine.context import RunContext
+from engine.items import WorkItem
+from engine.ledger import EvalRows, Ledger
+from engine.pipeline.modes import mode_named
+from engine.pipeline.spec import Spawn
+from engine.pool import Artifact
+from engine.strategy.protocols import Strategy
+
+
+class KindHandlers:
+    kind = ""
+
+    def __init__(self, ctx: RunContext, strategy: Strategy, rows: EvalRows) -> None:
+        self.ctx = ctx
+        self.strategy = strategy
+        self.mode = mode_named(ctx.config.pipeline.mode)
+        self.ledger = ctx.ledger = Ledger(ctx, rows)
+        self.recorder = None
+        """The run's recorder (engine/pipeline/recorder.py), bound by the orchestrator."""
+        self.spawn: Spawn | None = None
+
+    def bind(self, recorder, spawn: Spawn) -> None:
+        self.recorder = recorder
+        self.spawn = spawn
+
+    # -- what the strategy decides ----------------------------------------------------------
+    @property
+    def instances(self) -> Sequence[str]:
+        """The ids the kind scores per instance (what Pareto selection compares on)."""
+        raise NotImplementedError
+
+    def pick_parent(self) -> str:
+        return self.strategy.selector.pick(self.ctx.pool, self.instances, self.ctx.rng)
+
+    def inspirations(self, parent: Artifact) -> list[Artifact]:
+        return self.strategy.context.inspirations(self.ctx.pool, parent, self.ctx.rng)
+
+    def merge_weights(self) -> dict[str, int]:
+        return dict(self.strategy.selector.merge_weights(self.ctx.pool, self.instances))
+
+    def gate(self, child: float, parent: float, item: WorkItem) -> str | None:
+        """None if the candidate passes the strategy's gate, else the reason."""
+        return self.strategy.acceptance.verdict(child, parent, tie_passes=item.is_merge)
+
+    # -- defaults of the SearchHandlers protocol ----------------------------------------------
+    def admitted(self, item: WorkItem) -> None:
+        return None
+
+    def abandoned(self, item: WorkItem) -> None:
+        return None
+
+    def figures(self) -> dict:
+        return {}

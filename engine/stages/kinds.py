@@ -1,0 +1,31 @@
+"""The search handlers of a run: its task kind running its strategy."""
+
+from __future__ import annotations
+
+from engine.context import RunContext
+from engine.pipeline.spec import SearchHandlers
+from engine.stages.program_stages import ProgramStages
+from engine.stages.prompt_stages import PromptStages
+from engine.strategy import SearchParams, Strategy, build
+
+
+def search_params(task) -> SearchParams:
+    """A program task's [program] selection settings; a prompt task has none (the defaults)."""
+    if task.kind != "program":
+        return SearchParams()
+    s = task.settings
+    return SearchParams(tournament_size=s.tournament_size, elite_size=s.elite_size, explore_prob=s.explore_prob,
+                        num_top=s.num_top, num_diverse=s.num_diverse)
+
+
+def strategy_for(ctx: RunContext) -> Strategy:
+    """The run's strategy ([strategy] name, else the kind's default); UnknownStrategy if none has that name."""
+    return build(ctx.config.strategy.name, ctx.task.kind, search_params(ctx.task))
+
+
+def build_handlers(ctx: RunContext, strategy: Strategy | None = None) -> SearchHandlers:
+    """ValueError (the message says what to change) when the mode cannot run the strategy."""
+    chosen = strategy or strategy_for(ctx)
+    if ctx.task.kind == "program":
+        return ProgramStages(ctx, chosen)
+    return PromptStages(ctx, chosen)

@@ -1,0 +1,107 @@
+"""The strategy seam: the parts a search strategy is composed of, as protocols.
+
+A task kind (engine/stages/: prompt or program) knows how to run, score and patch its
+artifacts; a strategy decides the search: which parent to improve, what else the proposer
+sees, which operators run, what is admitted to the archive. The kinds call these parts and
+nothing else of a strategy, so any strategy runs on any kind.
+
+Adding a strategy: one module that composes parts (new ones or those in parts.py) into a
+`Strategy` and registers it (registry.py); `engine/strategy/builtin.py` imports it.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from typing import Hashable, Iterable, Mapping, Protocol, Sequence, TypeVar
+
+from engine.pool import Artifact
+
+IndexT = TypeVar("IndexT")
+
+
+class Archive(Protocol):
+    """What strategies read of the run's archive (today one flat pool, engine/pool.py). Only the
+    ledger writes it."""
+
+    @property
+    def version(self) -> int: ...
+
+    def get(self, artifact_id: str) -> Artifact: ...
+
+    def live(self) -> list[Artifact]: ...
+
+    def confirmed(self) -> list[Artifact]: ...
+
+    def best(self) -> Artifact | None: ...
+
+    def index(self, key: Hashable, build) -> object: ...
+
+
+class ParentSelector(Protocol):
+    """Picks the artifact the next proposal improves, and ranks candidates for merges."""
+
+    name: str
+
+    def pick(self, archive: Archive, instances: Sequence[str], rng: random.Random) -> str:
+        """The parent's id. `instances` are the ids the kind scores per instance (validation
+        examples of a prompt task; a program task's one score)."""
+        ...
+
+    def merge_weights(self, archive: Archive, instances: Sequence[str]) -> Mapping[str, int]:
+        """Fully validated artifacts a merge may combine, with weights (higher merges first)."""
+        ...
+
+
+class ContextBuilder(Protocol):
+    """Chooses what the proposer sees besides its parent and the parent's evidence."""
+
+    name: str
+
+    def inspirations(self, archive: Archive, parent: Artifact, rng: random.Random) -> list[Artifact]:
+        """Other artifacts shown to the proposer (best first), possibly none."""
+        ...
+
+
+class Acceptance(Protocol):
+    """Decides whether a proposal's candidate is worth its full evaluation / its archive place."""
+
+    name: str
+    gated: bool
+    """A gate evaluation (a minibatch for prompt tasks) runs first and must be passed; else the
+    candidate goes straight to full evaluation and is admitted with whatever it scores."""
+
+    def verdict(self, child: float, parent: float, *, tie_passes: bool) -> str | None:
+        """None if the candidate passes its gate, else the reason it does not (summed scores)."""
+        ...
+
+
+@dataclass(frozen=True)
+class SearchParams:
+    """Parameters the parts read: a program task's [program] settings, else these defaults."""
+
+    tournament_size: int = 3
+    elite_size: int = 8
+    explore_prob: float = 0.2
+    num_top: int = 2
+    num_diverse: int = 1
+
+
+@dataclass(frozen=True)
+class Strategy:
+    """A named composition of parts; both task kinds run it."""
+
+    name: str
+    summary: str
+    selector: ParentSelector
+    context: ContextBuilder
+    acceptance: Acceptance
+    merges: bool
+    """Offers the merge operator (two archive artifacts that grew apart from a common ancestor,
+    combined by a three-way merge; enabled per run by [pipeline] merge)."""
+
+    def describe(self) -> Iterable[str]:
+        yield f"selection: {self.selector.name}"
+        yield f"context: {self.context.name}"
+        yield f"acceptance: {self.acceptance.name}"
+        yield f"merge: {'yes' if self.merges else 'no'}"
