@@ -11,6 +11,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from engine.pipeline.modes import mode_named
+
 SIM_URL = "sim://"
 LOCAL_URL = "local://"
 """A managed llama.cpp server started by the run itself (engine.llm.local, settings in [local])."""
@@ -223,11 +225,12 @@ class PipelineConfig(_Model):
 
     @model_validator(mode="after")
     def _bounds(self) -> "PipelineConfig":
-        if self.mode == "chain" and self.policy != "full":
-            raise ValueError(f"policy {self.policy!r} applies to mode async; mode chain rebases stale "
+        mode = mode_named(self.mode)
+        if not mode.staleness_policies and self.policy != "full":
+            raise ValueError(f"policy {self.policy!r} applies to mode async; mode {self.mode} rebases stale "
                              "heads itself (remove the policy or use mode async)")
-        if self.mode == "chain" and self.speculation:
-            raise ValueError("speculation applies to mode async; mode chain already hands candidates on at "
+        if not mode.speculation and self.speculation:
+            raise ValueError(f"speculation applies to mode async; mode {self.mode} already hands candidates on at "
                              "the minibatch gate (remove speculation or use mode async)")
         for stage in set(self.min_workers) | set(self.max_workers):
             if stage not in STAGES:
@@ -248,8 +251,16 @@ class PipelineConfig(_Model):
         return {**DEFAULT_WORKERS, **v}
 
 
+class StrategyConfig(_Model):
+    name: str | None = None
+    """The search strategy (`evotui strategies` lists them): parent selection, context, proposal
+    operators, acceptance and archive. None: the task kind's default (prompt: gepa, program:
+    openevolve)."""
+
+
 class RunConfig(_Model):
     seed: int = 0
+    strategy: StrategyConfig = Field(default_factory=StrategyConfig)
     task_llm: EndpointConfig = Field(default_factory=EndpointConfig)
     reflection_llm: EndpointConfig | None = None
     """Endpoint of the proposer; defaults to task_llm."""

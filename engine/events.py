@@ -32,6 +32,7 @@ class RunStarted(Event):
     policy: str
     backend: str
     resumed: bool
+    strategy: str = ""
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -39,7 +39,7 @@ from engine.run_lease import keep_lease, mark_interrupted, release_quietly, remo
 from engine.store.lease import Lease
 from engine.store.store import Store, StoreError
 from engine.pipeline.modes import mode_named
-from engine.stages.kinds import build_handlers, search_params
+from engine.stages.kinds import build_handlers, search_params, strategy_for
 from engine.strategy import UnknownStrategy, build as build_strategy
 from engine.tasks.loader import load_any_task, with_program_settings
 from engine.tasks.prompt_task import PromptTask, TaskError
@@ -75,7 +75,8 @@ class EngineRun:
         self.sim_state = sim_state
         self.resumed = resumed
         self.backlog = backlog
-        self.orchestrator = Orchestrator(ctx, build_handlers(ctx))
+        self.strategy = strategy_for(ctx)
+        self.orchestrator = Orchestrator(ctx, build_handlers(ctx, self.strategy))
         ctx.call_sink.target = self.orchestrator.recorder.llm_call
         ctx.store.on_error = self._on_store_error
         if ctx.local_server is not None:  # a dead managed server stops the run (resumable)
@@ -222,7 +223,8 @@ class EngineRun:
         ctx = self.ctx
         ctx.bus.publish(
             ev.RunStarted(run_id=ctx.run_id, task=ctx.task.name, mode=ctx.config.pipeline.mode,
-                          policy=ctx.policy.name, backend=ctx.backend, resumed=self.resumed)
+                          policy=ctx.policy.name, backend=ctx.backend, resumed=self.resumed,
+                          strategy=self.strategy.name)
         )
         status, reason, exit_code = "completed", "", 0
         heartbeat = asyncio.create_task(keep_lease(self), name="lease-heartbeat")
@@ -303,6 +305,7 @@ class EngineRun:
             "stop_reason": reason,
             "task": ctx.task.name,
             "mode": ctx.config.pipeline.mode,
+            "strategy": self.strategy.name,
             "policy": ctx.policy.name,
             "backend": ctx.backend,
             "simulated": ctx.config.uses_sim,
@@ -337,13 +340,12 @@ class EngineRun:
 
     def _program_figures(self, snap: EngineSnapshot) -> dict:
         """Program tasks: filter counts, patch retries, tolerant blocks (the stored counters, via the
-        snapshot) and the sandbox's isolation level."""
-        handlers = self.orchestrator.handlers
-        if not hasattr(handlers, "sandbox"):
-            return {}
-        note = handlers.sandbox.note
+        snapshot); any task: the kind's own figures (a program's sandbox isolation level)."""
+        figures = self.orchestrator.handlers.figures()
+        if self.ctx.task.kind != "program":
+            return figures
         return {"filters": dict(snap.filters), "patch_retries": snap.patch_retries,
-                "tolerant_blocks": snap.tolerant_blocks, "sandbox": note() if callable(note) else note}
+                "tolerant_blocks": snap.tolerant_blocks, **figures}
 
 
 def _check_combination(config: RunConfig, task) -> None:
@@ -439,7 +441,14 @@ async def _build_context(run_id: str, config: RunConfig, task: PromptTask, store
 
 def _restore(ctx: RunContext, record) -> list[WorkItem]:
     """Pool, run state and budget from the store; returns the interrupted items to re-enqueue."""
-    artifacts = [artifact_from_row(a) for a in record.artifacts]
+    # components_json (NULL for one-component artifacts) back into the Artifact, exactly as stored.
+    # Imported here: this function is the one part of the module that reads components.
+    import dataclasses
+
+    from engine.components import from_json as components_from_json
+
+    artifacts = [dataclasses.replace(artifact_from_row(a), components=components_from_json(a.get("components")))
+                 for a in record.artifacts]
     changes = [PoolChange(e["version"], e["kind"], e["artifact_id"], e["detail"] or {}) for e in record.pool_events]
     ctx.pool.restore(artifacts, changes)
     seed = next((a for a in artifacts if a.status == "seed"), None)

@@ -56,6 +56,9 @@ def build_parser() -> argparse.ArgumentParser:
     bui.add_argument("--bytes-only", action="store_true", help="only the terminal traffic")
     bui.add_argument("--no-bytes", action="store_true", help="only the throughput")
 
+    strat = sub.add_parser("strategies", help="list the search strategies (--strategy NAME)")
+    strat.add_argument("--verbose", "-v", action="store_true", help="also show each strategy's parts")
+
     runs = sub.add_parser("runs", help="list runs in a database")
     runs.add_argument("--db", type=Path, default=DEFAULT_DB, help=f"SQLite database (default {DEFAULT_DB})")
     runs.add_argument("--json", action="store_true")
@@ -133,6 +136,8 @@ def _dispatch(args: argparse.Namespace) -> int:
         from evotui.tui.launch import run_attach
 
         return run_attach(args)
+    if args.command == "strategies":
+        return _strategies(args.verbose)
     if args.command == "bench-ui":
         from evotui import bench_ui
 
@@ -158,6 +163,22 @@ def _dispatch(args: argparse.Namespace) -> int:
 
         return sim_server.main(args)
     raise UsageError(f"unknown command {args.command!r}")
+
+
+def _strategies(verbose: bool) -> int:
+    from engine.strategy import SearchParams, entries
+    from engine.strategy.registry import DEFAULT_FOR_KIND
+
+    listed = entries()
+    width = max(len(e.name) for e in listed)
+    for entry in listed:
+        kinds = [k for k, name in DEFAULT_FOR_KIND.items() if name == entry.name]
+        default = f"  [default for {' and '.join(kinds)} tasks]" if kinds else ""
+        print(f"{entry.name:<{width}}  {entry.summary}{default}")
+        if verbose:
+            for line in entry.factory(SearchParams()).describe():
+                print(f"{'':<{width}}    {line}")
+    return 0
 
 
 def _run(args: argparse.Namespace) -> int:

@@ -53,12 +53,11 @@ class ProgramStages(KindHandlers):
         keys = frozenset(ep.api_key_env for ep in (ctx.config.task_llm, ctx.config.reflection) if ep.api_key_env)
         self.sandbox = sandbox or Sandbox(self.settings.limits(), concurrency=self.settings.eval_concurrency,
                                           secret_vars=keys)
-        self.filters = ProgramFilters(max_length=self.settings.max_code_length, language=self.task.language)
+        self.filters = ProgramFilters(max_length=self.settings.max_code_length, language=self.task.language,
+                                      counts=ctx.program.filter_counts)
         for art in ctx.pool.artifacts():
             self.filters.remember(art.text)
         self.failures: deque[str] = deque(maxlen=max(1, self.settings.num_failures))
-        self.patch_retries = 0
-        self.tolerant_blocks = 0
 
     def pipeline(self) -> PipelineSpec:
         return PipelineSpec(
@@ -72,10 +71,9 @@ class ProgramStages(KindHandlers):
         return (SCORE_KEY,)
 
     def figures(self) -> dict:
-        """Filter counts, patch retries and the sandbox's isolation level."""
+        """The sandbox's isolation level (the program counters are in the run state)."""
         note = self.sandbox.note
-        return {"filters": dict(self.filters.counts), "patch_retries": self.patch_retries,
-                "sandbox": note() if callable(note) else note}
+        return {"sandbox": note() if callable(note) else note}
 
     # -- selection and budget -------------------------------------------------------------
     def select(self) -> tuple[str, list[str]]:
@@ -160,7 +158,7 @@ class ProgramStages(KindHandlers):
                 reason = "truncated (finish_reason=length)"
                 break
             patch = apply_reply(parent.text, res.text, s.patch_format, self.task.language)
-            self.tolerant_blocks += patch.tolerant
+            ctx.program.tolerant_blocks += patch.tolerant
             self.filters.counts["region"] += patch.region_violations
             if patch.ok:
                 child = patch.text
@@ -168,7 +166,7 @@ class ProgramStages(KindHandlers):
             errors = patch.errors
             reason = f"patch failed: {errors[0]}"
             if attempt < s.max_patch_retries:
-                self.patch_retries += 1
+                ctx.program.patch_retries += 1
                 item.payload["patch_retries"] = attempt + 1
                 messages = prompt.retry_messages(messages, res.text, errors, s.patch_format)
         if child is not None:

@@ -33,7 +33,7 @@ async def test_circle_packing_improves_on_simulator(tmp_path):
     assert best.meta["metrics"]["sum_radii"] == best.val_mean
     assert ctx.tally.proposal_attempts == 40 and ctx.tally.accepted > 10
     # the simulator exercises failure paths: retries with error feedback and cheap filters
-    assert stages.patch_retries > 0 and sum(stages.filters.counts.values()) > 0
+    assert orch.ctx.program.patch_retries > 0 and sum(stages.filters.counts.values()) > 0
 
 
 async def test_program_merges_combine_two_elite_programs(tmp_path):
@@ -128,6 +128,7 @@ def _stages(llm, retries: int) -> ProgramStages:
     from engine.pipeline.recorder import Recorder
     from engine.config import RunConfig
     from engine.pipeline.staleness import make_policy
+    from engine.run_state import ProgramCounters
     from engine.stages.kinds import strategy_for
 
     task = load_any_task("circle_packing")
@@ -138,7 +139,7 @@ def _stages(llm, retries: int) -> ProgramStages:
     pool.add(Artifact("a000000", task.initial_program, (), 0, {"combined_score": 0.6}, status="seed"))
     ctx = SimpleNamespace(task=task, pool=pool, bus=EventBus(), tally=Tally(), budget=Budget(BudgetConfig()),
                           reservations={}, reflection_llm=llm, rng=random.Random(0), store=FakeStore(),
-                          staleness_counts=Counter(), run_id="r",
+                          staleness_counts=Counter(), run_id="r", program=ProgramCounters(),
                           policy=make_policy("reflective", 0), config=RunConfig())
     stages = ProgramStages(ctx, strategy_for(ctx))
     stages.bind(Recorder(ctx, stages.pipeline().checked, on_item_end=lambda item: None, on_fatal=lambda exc: None),
