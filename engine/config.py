@@ -206,6 +206,9 @@ class PipelineConfig(_Model):
     capacity); sync runs a merge as a step of its own."""
     merge_minibatch_size: int = Field(default=5, gt=0)
     """Validation examples, chosen where the two parents differ, that gate a merge."""
+    component_selection: Literal["round_robin", "all"] = "round_robin"
+    """Multi-component prompt tasks: a proposal rewrites one evolvable component, in turn per
+    parent (GEPA's round robin), or all of them at once."""
     speculation: bool = False
     """Speculative evaluation (FlashEvolve §3.3): after spec_alpha of the validation set, a
     candidate whose partial score beats the pool's best enters the pool as speculative; full

@@ -33,6 +33,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Callable, Mapping, Sequence
 
+from engine import components
 from engine import events as ev
 from engine.items import WorkItem
 from engine.pool import Artifact, PoolChange, PoolError, is_confirmed, top_of
@@ -165,7 +166,8 @@ class Ledger:
         ctx.store.upsert_artifact(ctx.run_id, artifact_id=art.artifact_id, text=art.text, status=art.status,
                                   parent_ids=list(art.parent_ids), created_version=art.created_version,
                                   val_mean=art.val_mean, val_scores=dict(art.val_scores), minibatch=list(minibatch),
-                                  created_at=art.created_at, meta=dict(art.meta))
+                                  created_at=art.created_at, meta=dict(art.meta),
+                                  components=components.to_json(art.components))
         for parent in art.parent_ids if lineage else ():
             ctx.store.insert_lineage(ctx.run_id, parent, art.artifact_id, operator, now)
         ctx.store.insert_evaluations(ctx.run_id, art.artifact_id, self.rows(art, feedback), now)

@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Callable, Hashable, Iterable, Mapping, Protocol, TypeVar
 
+from engine.components import Component, Components
+
 
 @dataclass(frozen=True)
 class Artifact:
@@ -25,6 +27,14 @@ class Artifact:
     status: str = "confirmed"
     created_at: float = 0.0
     meta: Mapping[str, object] = field(default_factory=dict)
+    components: Components | None = None
+    """Named parts (engine/components.py); None = one implicit component, `text`. When set,
+    `text` is their rendering, so readers that need one string never look here."""
+
+    @property
+    def parts(self) -> Components:
+        """The components, the one-component case included (named "text", evolvable)."""
+        return self.components if self.components is not None else (Component("text", self.text),)
 
     @property
     def val_mean(self) -> float:
@@ -154,6 +164,7 @@ class Pool:
             status=artifact.status,
             created_at=artifact.created_at,
             meta=MappingProxyType(dict(artifact.meta)),
+            components=artifact.components,
         )
         self._committed(stored)
         change = PoolChange(self.version, "add", stored.artifact_id, MappingProxyType(dict(detail or {})))
@@ -188,6 +199,7 @@ class Pool:
             status=status,
             created_at=art.created_at,
             meta=art.meta,
+            components=art.components,
         ))
         change = PoolChange(self.version, status, artifact_id, MappingProxyType(dict(detail or {})))
         self._changelog.append(change)

@@ -4,6 +4,7 @@ The metric is the task author's code (trusted like a config file), loaded from t
 it receives LLM output as plain data. task.toml:
 
     name, kind = "prompt", description, seed_prompt, train, val
+    [[component]] name, text | file, evolvable   # instead of seed_prompt: a multi-component seed
     [metric] file, function       # function(example: dict, output: str) -> {"score", "feedback"}
     [input] template               # optional, str.format over the example (default "{input}")
     [defaults]                     # optional RunConfig overrides
@@ -18,11 +19,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from engine.components import NAME, Component, Components, render
 from engine.config import ConfigError, read_toml
 from engine.resources import data_dir
 
 BUILTIN_DIR = data_dir("tasks", "engine")
-KNOWN_KEYS = {"name", "kind", "description", "seed_prompt", "train", "val", "metric", "input", "defaults"}
+KNOWN_KEYS = {"name", "kind", "description", "seed_prompt", "train", "val", "metric", "input", "defaults",
+              "component"}
+COMPONENT_KEYS = {"name", "text", "file", "evolvable"}
 
 
 class TaskError(Exception):
@@ -49,6 +53,9 @@ class PromptTask:
     score_range: tuple[float, float] = (0.0, 1.0)
     """[metric] range: scores outside it are refused (a metric bug, not a better prompt)."""
     kind: str = "prompt"
+    seed_components: Components | None = None
+    """[[component]] tables: the seed's named parts (seed_prompt is then their rendering); None =
+    one component, the seed_prompt file."""
 
     @property
     def max_score(self) -> float:
@@ -183,6 +190,49 @@ def _load_metric(folder: Path, spec: dict) -> Callable[[dict, str], Any]:
     return fn
 
 
+def _components(folder: Path, toml_path: Path, spec: dict) -> Components | None:
+    """The seed's [[component]] tables, validated; None when the task uses seed_prompt."""
+    raw = spec.get("component")
+    if raw is None:
+        if "seed_prompt" not in spec:
+            raise TaskError(f"{toml_path}: missing required key 'seed_prompt' (or [[component]] tables)")
+        return None
+    if "seed_prompt" in spec:
+        raise TaskError(f"{toml_path}: both seed_prompt and [[component]]; keep one (the components are the seed)")
+    where = f"{toml_path}: [[component]]"
+    if not isinstance(raw, list) or not raw or not all(isinstance(t, dict) for t in raw):
+        raise TaskError(f"{where} must be tables: [[component]] with name = \"...\" and text = \"...\"")
+    out: list[Component] = []
+    for n, table in enumerate(raw, start=1):
+        unknown = sorted(set(table) - COMPONENT_KEYS)
+        if unknown:
+            raise TaskError(f"{where} #{n}: unknown key(s) {', '.join(unknown)}; allowed: "
+                            f"{', '.join(sorted(COMPONENT_KEYS))}")
+        name = table.get("name")
+        if not isinstance(name, str) or not NAME.fullmatch(name):
+            raise TaskError(f"{where} #{n}: name {name!r} must be a non-empty string of letters, digits, _ . -")
+        if name in {c.name for c in out}:
+            raise TaskError(f"{where} #{n}: duplicate name {name!r}; every component needs its own name")
+        if ("text" in table) == ("file" in table):
+            raise TaskError(f"{where} {name!r}: give exactly one of text = \"...\" or file = \"name.txt\"")
+        if "file" in table:
+            path = folder / str(table["file"])
+            if not path.is_file():
+                raise TaskError(f"{path}: component {name!r} file not found; check its file in task.toml")
+            text = path.read_text(encoding="utf-8")
+        else:
+            text = table["text"]
+            if not isinstance(text, str):
+                raise TaskError(f"{where} {name!r}: text must be a string")
+        flag = table.get("evolvable", True)
+        if not isinstance(flag, bool):
+            raise TaskError(f"{where} {name!r}: evolvable must be true or false, got {flag!r}")
+        out.append(Component(name, text.strip(), flag))
+    if not any(c.evolvable for c in out):
+        raise TaskError(f"{where}: no component is evolvable; set evolvable = true on at least one")
+    return tuple(out)
+
+
 def load_task(name_or_path: str) -> PromptTask:
     folder = resolve_task_path(name_or_path)
     toml_path = folder / "task.toml"
@@ -198,12 +248,17 @@ def load_task(name_or_path: str) -> PromptTask:
     kind = spec.get("kind", "prompt")
     if kind != "prompt":
         raise TaskError(f"{toml_path}: kind {kind!r} is not supported yet; only kind = \"prompt\"")
-    for key in ("seed_prompt", "train", "val", "metric"):
+    for key in ("train", "val", "metric"):
         if key not in spec:
             raise TaskError(f"{toml_path}: missing required key {key!r}")
-    seed_file = folder / str(spec["seed_prompt"])
-    if not seed_file.is_file():
-        raise TaskError(f"{seed_file}: seed prompt file not found; check seed_prompt in task.toml")
+    components = _components(folder, toml_path, spec)
+    if components is None:
+        seed_file = folder / str(spec["seed_prompt"])
+        if not seed_file.is_file():
+            raise TaskError(f"{seed_file}: seed prompt file not found; check seed_prompt in task.toml")
+        seed_prompt = seed_file.read_text(encoding="utf-8").strip()
+    else:
+        seed_prompt = render(components)
     template = str(spec.get("input", {}).get("template", "{input}")) if isinstance(spec.get("input"), dict) else "{input}"
     defaults = spec.get("defaults", {})
     if not isinstance(defaults, dict):
@@ -213,7 +268,8 @@ def load_task(name_or_path: str) -> PromptTask:
         name=str(spec.get("name", folder.name)),
         path=folder,
         description=str(spec.get("description", "")),
-        seed_prompt=seed_file.read_text(encoding="utf-8").strip(),
+        seed_prompt=seed_prompt,
+        seed_components=components,
         train=_read_jsonl(folder / str(spec["train"])),
         val=_read_jsonl(folder / str(spec["val"])),
         metric_fn=_load_metric(folder, spec["metric"]),
