@@ -11,12 +11,9 @@ from __future__ import annotations
 
 import asyncio
 import statistics
-from typing import Callable
+from typing import Callable, Collection
 
 from engine.pipeline.stage import Stage
-
-CONTROLLED = ("rollout", "propose", "evaluate", "validate", "reflect")
-
 
 def decide(rates: dict[str, float]) -> dict[str, int]:
     """stage -> worker delta (+1, -1) by the half/double-the-median rule; pure, for tests."""
@@ -35,8 +32,9 @@ def decide(rates: dict[str, float]) -> dict[str, int]:
 
 class AdaptiveController:
     def __init__(self, stages: dict[str, Stage], interval_s: float, resize: Callable[[str, int, str], int],
-                 sleep: Callable[[float], object] = asyncio.sleep) -> None:
-        self.stages = {n: s for n, s in stages.items() if n in CONTROLLED}
+                 sleep: Callable[[float], object] = asyncio.sleep, controlled: Collection[str] | None = None) -> None:
+        """controlled: the stages it may resize (the pipeline's scalable ones); None: all of `stages`."""
+        self.stages = {n: s for n, s in stages.items() if controlled is None or n in controlled}
         self.interval_s = interval_s
         self.resize = resize
         self.sleep = sleep

@@ -366,7 +366,8 @@ class Orchestrator:
         background = [ticker]
         cfg = ctx.config.pipeline
         if cfg.adaptive and self.mode.adaptive:
-            self.controller = AdaptiveController(self.stages, cfg.control_interval_s, self.set_workers)
+            self.controller = AdaptiveController(self.stages, cfg.control_interval_s, self.set_workers,
+                                                 controlled=self.spec.scalable)
             background.append(asyncio.create_task(self.controller.run(), name="adaptive-control"))
         try:
             await watcher

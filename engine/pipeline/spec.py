@@ -23,6 +23,8 @@ class StageSpec:
     run: Handler
     checks_staleness: bool = False
     """The stage checks an item's version gap (the staleness policy) before working on it."""
+    scalable: bool = True
+    """Adaptive control may resize its worker set (not the single-writer update stage)."""
 
 
 @dataclass(frozen=True)
@@ -38,6 +40,11 @@ class PipelineSpec:
     @property
     def names(self) -> tuple[str, ...]:
         return tuple(s.name for s in self.stages)
+
+    @property
+    def scalable(self) -> tuple[str, ...]:
+        extra = (self.reflect,) if self.reflect is not None else ()
+        return tuple(s.name for s in (*self.stages, *extra) if s.scalable)
 
     @property
     def checked(self) -> tuple[str, ...]:

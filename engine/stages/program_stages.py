@@ -62,7 +62,7 @@ class ProgramStages(KindHandlers):
     def pipeline(self) -> PipelineSpec:
         return PipelineSpec(
             stages=(StageSpec("propose", self.propose, checks_staleness=True), StageSpec("validate", self.validate),
-                    StageSpec("evaluate", self.evaluate, checks_staleness=True), StageSpec("update", self.update)),
+                    StageSpec("evaluate", self.evaluate, checks_staleness=True), StageSpec("update", self.update, scalable=False)),
             reflect=StageSpec("reflect", self.reflect), reflect_to="evaluate",
             merge_at="validate" if self.strategy.merges else None)
 

@@ -47,7 +47,7 @@ class PromptStages(SpeculationMixin, ChainMixin, KindHandlers):
     def pipeline(self) -> PipelineSpec:
         return PipelineSpec(
             stages=(StageSpec("rollout", self.rollout), StageSpec("propose", self.propose, checks_staleness=True),
-                    StageSpec("evaluate", self.evaluate, checks_staleness=True), StageSpec("update", self.update)),
+                    StageSpec("evaluate", self.evaluate, checks_staleness=True), StageSpec("update", self.update, scalable=False)),
             reflect=StageSpec("reflect", self.reflect), reflect_to="evaluate",
             merge_at="evaluate" if self.strategy.merges else None)
 

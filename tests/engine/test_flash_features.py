@@ -19,7 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engine.config import ConfigError, build_config
-from engine.pipeline.control import CONTROLLED, AdaptiveController, decide
+from engine.pipeline.control import AdaptiveController, decide
 from engine.pipeline.review import ReviewError
 from engine.pipeline.stage import RateMeter
 from engine.pipeline.staleness import ReflectivePolicy, make_policy
@@ -29,6 +29,9 @@ from engine.stages.reflection import build_reflect_messages, parse_verdict
 from engine.tasks import ruleworld_sim as stale_model
 from engine.tasks.ruleworld import RULES
 from tests.engine.fakes import VAL_KEYWORDS, completion, harness, until  # noqa: F401  (harness is a fixture)
+
+SCALABLE = ("rollout", "propose", "evaluate", "validate", "reflect")
+"""What the two kinds' pipelines let adaptive control resize (every stage but update)."""
 
 
 def is_item(stage: str, item_id: str | None = None):
@@ -69,7 +72,7 @@ def test_decide_needs_two_active_stages(rates) -> None:
     assert decide(rates) == {}
 
 
-@given(st.dictionaries(st.sampled_from(CONTROLLED), st.floats(min_value=0, max_value=100, allow_nan=False)))
+@given(st.dictionaries(st.sampled_from(SCALABLE), st.floats(min_value=0, max_value=100, allow_nan=False)))
 def test_decide_property(rates) -> None:
     deltas = decide(rates)
     active = {s: r for s, r in rates.items() if r > 0}
@@ -117,7 +120,7 @@ def test_controller_step_respects_bounds_and_gives_reasons() -> None:
         select=(50.0, 1, 1, 8),
     )
     calls = []
-    ctl = AdaptiveController(stages, 1.0, lambda s, n, why: calls.append((s, n, why)) or n)
+    ctl = AdaptiveController(stages, 1.0, lambda s, n, why: calls.append((s, n, why)) or n, controlled=SCALABLE)
     assert set(ctl.stages) == {"rollout", "propose", "evaluate", "validate", "reflect"}
     deltas = ctl.step()
     assert deltas == {"rollout": 1, "propose": 1, "validate": -1, "reflect": -1}
@@ -189,7 +192,7 @@ async def test_orchestrator_resizes_publish_worker_reallocated(harness) -> None:
     assert (orch.stages["rollout"].target_workers, orch.stages["rollout"].max_workers) == (8, 9)
 
     set_rates(orch.stages, rollout=1, propose=4, evaluate=4, reflect=40)  # 0.1, 0.4, 0.4, 4.0 /s
-    ctl = AdaptiveController(orch.stages, 1.0, orch.set_workers)
+    ctl = AdaptiveController(orch.stages, 1.0, orch.set_workers, controlled=orch.spec.scalable)
     for _ in range(4):
         ctl.step()
     orch.set_workers("propose", 3)                   # by the user
