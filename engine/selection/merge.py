@@ -8,6 +8,7 @@ to their nearest common ancestor, line by line, like a three-way merge in versio
   additions are usually independent there; identical lines are kept once;
 - edits that replace or delete overlapping ancestor lines differently are a conflict: no merge.
 The merged text is only a candidate; it is gated and fully validated like any proposal.
+Artifacts with named components are merged component by component (`merge_text`).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import difflib
 import random
 from typing import Mapping, Sequence
 
+from engine.components import Component, Components, render
 from engine.pool import Artifact, Pool
 
 Hunk = tuple[int, int, list[str]]
@@ -35,9 +37,50 @@ def _overlap(a: Hunk, b: Hunk) -> bool:
     return max(a1, b1) < min(a2, b2)
 
 
+def merge_text(base: Artifact, ours: Artifact, theirs: Artifact) -> str | None:
+    """The merged text of two descendants of `base`: per component when all three have the same
+    components (each component merged on its own, so an edit never crosses a component
+    boundary), else the line merge of their texts."""
+    parts = (base.components, ours.components, theirs.components)
+    if None in parts or len({tuple(c.name for c in p) for p in parts}) != 1:
+        return three_way(base.text, ours.text, theirs.text)
+    merged = three_way_components(*parts)
+    return render(merged) if merged is not None else None
+
+
+def three_way_components(base: Components, ours: Components, theirs: Components) -> Components | None:
+    """Components merged one by one (same names in the same order): a component only one side
+    changed takes that side's text; one both changed is line-merged. None on a conflict in any
+    component, or when the result is ours' or theirs' components."""
+    out = []
+    for b, o, t in zip(base, ours, theirs):
+        bt, ot, tt = b.text.strip(), o.text.strip(), t.text.strip()
+        if ot == tt or tt == bt:
+            text = ot
+        elif ot == bt:
+            text = tt
+        else:
+            text = _apply(bt, ot, tt)
+            if text is None:
+                return None
+        out.append(Component(o.name, text.strip(), o.evolvable))
+    result = tuple(out)
+    if [c.text for c in result] in ([c.text.strip() for c in ours], [c.text.strip() for c in theirs]):
+        return None
+    return result
+
+
 def three_way(base: str, ours: str, theirs: str) -> str | None:
     """Both descendants' edits applied to base; None on a conflict or when the result adds
     nothing to ours or theirs (one already contains the other's edits)."""
+    text = _apply(base, ours, theirs)
+    if text is None or text.strip() in (ours.strip(), theirs.strip()):
+        return None
+    return text
+
+
+def _apply(base: str, ours: str, theirs: str) -> str | None:
+    """Both edits applied to base; None on a conflict only."""
     base_l, ours_l, theirs_l = base.splitlines(), ours.splitlines(), theirs.splitlines()
     mine, other = _hunks(base_l, ours_l), _hunks(base_l, theirs_l)
     merged_hunks: list[Hunk] = list(mine)
@@ -61,10 +104,7 @@ def three_way(base: str, ours: str, theirs: str) -> str | None:
         out.extend(repl)
         pos = max(pos, end)
     out.extend(base_l[pos:])
-    text = "\n".join(out)
-    if text.strip() in (ours.strip(), theirs.strip()):
-        return None
-    return text
+    return "\n".join(out)
 
 
 def pair_key(a: str, b: str) -> tuple[str, str]:
@@ -118,7 +158,7 @@ def pick_pair(front: Mapping[str, int], pool_get, tried: set[tuple[str, str]],
         if common is None:
             continue
         ours, theirs = (a, b) if pool_get(a).val_mean >= pool_get(b).val_mean else (b, a)
-        text = three_way(pool_get(common).text, pool_get(ours).text, pool_get(theirs).text)
+        text = merge_text(pool_get(common), pool_get(ours), pool_get(theirs))
         if text is not None:
             return ours, theirs, common, text
     return None

@@ -14,6 +14,7 @@ import asyncio
 import time
 from typing import Mapping
 
+from engine import components
 from engine import events as ev
 from engine.context import CallFailed, FatalRunError, RunContext
 from engine.items import WorkItem, current_item
@@ -43,6 +44,13 @@ class PromptStages(SpeculationMixin, ChainMixin, KindHandlers):
         if self.mode.chains and not strategy.acceptance.gated:
             raise ValueError(f"mode {self.mode.name} hands each step on at the minibatch gate; strategy "
                              f"{strategy.name} has no gate (use strategy gepa, or mode async)")
+        self.multi = ctx.task.seed_components is not None
+        if self.multi and ctx.config.pipeline.speculation:
+            # A speculative insert is built from the child's text alone (stages/speculation.py).
+            raise ValueError(f"task {ctx.task.name} has named components; speculation does not support them "
+                             "yet (set [pipeline] speculation = false)")
+        self._next_component: dict[str, int] = {}
+        """Round robin per parent (GEPA): the parent's next component to rewrite."""
 
     def pipeline(self) -> PipelineSpec:
         return PipelineSpec(
@@ -109,6 +117,7 @@ class PromptStages(SpeculationMixin, ChainMixin, KindHandlers):
         seed = Artifact(
             artifact_id="a000000",
             text=ctx.task.seed_prompt,
+            components=ctx.task.seed_components,
             parent_ids=(),
             created_version=0,
             val_scores={t["example_id"]: t["score"] for t in traces},
@@ -184,13 +193,23 @@ class PromptStages(SpeculationMixin, ChainMixin, KindHandlers):
         ctx.bus.publish(ev.ProposalStart(item_id=item.item_id, parent_id=parent.artifact_id))
         current = self.head_text(item)
         others = [(a.artifact_id, a.val_mean, a.text) for a in self.inspirations(parent)]
-        messages = reflection.build_messages(ctx.task.description, current, item.payload["traces"], others)
+        parts = components.parse_rendering(current, parent.components) if parent.components else None
+        if parts is not None:
+            targets = self.pick_components(parent, parts, item)
+            messages = reflection.build_component_messages(ctx.task.description, parts, targets,
+                                                           item.payload["traces"], others)
+        else:
+            messages = reflection.build_messages(ctx.task.description, current, item.payload["traces"], others)
         reason = ""
         child = None
         try:
             res = await ctx.reflection_llm.chat(messages, stage="propose", shrink=middle_out)
             if res.finish_reason == "length":
                 reason = "truncated (finish_reason=length)"
+            elif parts is not None:
+                child, changed, reason = reflection.parse_component_reply(res.text, parts, targets)
+                if child is not None:
+                    item.payload["changed_components"] = changed
             else:
                 child = reflection.parse_instructions(res.text)
                 if child is None:
@@ -209,6 +228,19 @@ class PromptStages(SpeculationMixin, ChainMixin, KindHandlers):
         self.recorder.charge_proposal(item, made=child is not None)
         ctx.bus.publish(ev.ProposalEnd(item_id=item.item_id, parent_id=parent.artifact_id, ok=child is not None, reason=reason))
         return self.proposal_outcome(item)
+
+    def pick_components(self, parent: Artifact, parts: components.Components, item: WorkItem) -> list[str]:
+        """The evolvable components this proposal rewrites: all, or the parent's next one in
+        turn (GEPA's round robin). A child starts its own turn after the component its parent
+        gave last (artifact meta `next_component`), so the order survives a resume."""
+        names = components.evolvable(parts)
+        if self.ctx.config.pipeline.component_selection == "all":
+            return names
+        pid = parent.artifact_id
+        k = self._next_component.get(pid, int(parent.meta.get("next_component", 0)))
+        self._next_component[pid] = k + 1
+        item.payload["next_component"] = k + 1
+        return [names[k % len(names)]]
 
     def resumed_proposal(self, item: WorkItem) -> WorkItem | None:
         """An item re-enqueued after its proposal was charged: on it goes, without a new call
@@ -285,7 +317,7 @@ class PromptStages(SpeculationMixin, ChainMixin, KindHandlers):
         cfg = ctx.config.pipeline
         order = ctx.val_order.order if ctx.val_order is not None else ctx.task.val_ids
         ctx.bus.publish(ev.EvaluationStart(item_id=item.item_id, split="val", n_examples=len(order)))
-        if not cfg.speculation or ctx.val_order is None:
+        if not cfg.speculation or ctx.val_order is None or self.multi:  # multi: refused at setup, see __init__
             val = await self.run_examples(child, order, "evaluate")
         else:
             cut = ctx.val_order.prefix_size(cfg.spec_alpha)
@@ -307,6 +339,7 @@ class PromptStages(SpeculationMixin, ChainMixin, KindHandlers):
                 item.end("removed_speculative", "full validation did not confirm the partial score")
                 return None
             return self._accepted(item, artifact_id)
+        parts, part_meta = self.child_components(item)
         art = Artifact(
             artifact_id=artifact_id,
             text=item.payload["child"],
@@ -316,12 +349,29 @@ class PromptStages(SpeculationMixin, ChainMixin, KindHandlers):
             created_at=time.time(),
             meta={"item_id": item.item_id, "from_version": item.created_version,
                   **({"rebased": item.payload["rebased"]} if "rebased" in item.payload else {}),
-                  **merge.merge_meta(item)},
+                  **merge.merge_meta(item), **part_meta},
+            components=parts,
         )
         self.ledger.commit(item, art, item.payload.get("val_feedback", {}))
         if self.mode.chains:
             self.chain_committed(item, artifact_id)
         return self._accepted(item, artifact_id)
+
+    def child_components(self, item: WorkItem) -> tuple[components.Components | None, dict]:
+        """The child's components, read back from its text (a rendering) with its parent's names,
+        so reflection patches, merges, chain rebases and reviewers' edits all keep them; and the
+        meta that says which changed. A text whose headers no longer match (a reviewer removed
+        one) is kept whole as one component: the text is what was validated."""
+        parent = self.ctx.pool.get(item.parent_id)
+        if parent.components is None:
+            return None, {}
+        parts = components.parse_rendering(item.payload["child"], parent.components)
+        if parts is None:
+            return None, {"components_lost": "the text no longer has its parent's component headings"}
+        meta: dict = {"changed_components": components.changed(parent.components, parts)}
+        if "next_component" in item.payload:
+            meta["next_component"] = item.payload["next_component"]
+        return parts, meta
 
     def _accepted(self, item: WorkItem, artifact_id: str) -> None:
         """The ledger counted and announced the artifact; the item ends accepted."""
@@ -357,6 +407,9 @@ class PromptStages(SpeculationMixin, ChainMixin, KindHandlers):
             verdict, reason = "malformed", f"LLM error: {exc.kind}"
         if verdict == "patch" and patched is not None and patched.strip() == best.text.strip():
             verdict, reason = "discard", "patch adds nothing to the current best"
+        elif (verdict == "patch" and patched is not None and best.components is not None
+              and components.parse_rendering(patched, best.components) is None):
+            verdict, reason = "malformed", "patch lost the component headings"
         gap = ctx.pool.gap(item.created_version)
         spent = item.tokens - tokens_before
         ctx.staleness_counts[f"reflect_{verdict}"] += 1

@@ -10,6 +10,10 @@ last complete ``` block of the reply.
 from __future__ import annotations
 
 import re
+from typing import Sequence
+
+from engine import components
+from engine.components import Component
 
 SYSTEM = (
     "You improve the instructions given to an assistant. You are shown the current instructions, "
@@ -19,6 +23,7 @@ SYSTEM = (
 )
 
 _FENCE = re.compile(r"```[^\n`]*\n(.*?)\n?```", re.DOTALL)
+_NAMED_FENCE = re.compile(r"^#+\s*\[([A-Za-z0-9_.-]+)\][^\n]*\n+```[^\n`]*\n(.*?)\n?```", re.DOTALL | re.M)
 
 
 OTHER_CHARS = 1500
@@ -48,6 +53,87 @@ def build_messages(task_description: str, current: str, traces: list[dict],
             parts.append(f"### {aid} (validation mean {score:.2f})\n{quoted}\n")
     parts.append("Write the complete improved instructions inside a single ``` block.")
     return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "\n".join(parts)}]
+
+
+def _examples(traces: list[dict]) -> list[str]:
+    parts = ["## Examples"]
+    for n, tr in enumerate(traces, start=1):
+        parts.append(
+            f"### Example {n}\nInput:\n{tr['input']}\nOutput:\n{tr['output']}\n"
+            f"Score: {tr['score']:.2f}\nFeedback: {tr['feedback'] or 'none'}\n"
+        )
+    return parts
+
+
+def _quoted(text: str) -> str:
+    return "\n".join(f"> {line}" for line in text.strip().splitlines()) or ">"
+
+
+def build_component_messages(task_description: str, components: Sequence[Component], targets: Sequence[str],
+                             traces: list[dict], others: list[tuple[str, float, str]] = ()) -> list[dict]:
+    """The reflection for a multi-component artifact. The assistant's instructions are all the
+    components together (their rendering, engine/components.py). One target: its text is the
+    first ``` block (the contract above), the other components come first, quoted, as read-only
+    context, and the answer is the target's new text in one ``` block. Several targets: each is
+    a `### [name]` heading over its own ``` block, and the answer repeats that layout."""
+    parts = [f"Task: {task_description}\n"] if task_description else []
+    parts.append("The instructions consist of named components, given to the assistant together, "
+                 "each under a `## [name]` heading.\n")
+    fixed = [c for c in components if c.name not in targets]
+    if fixed:
+        parts.append("## Other components (context only: they stay as they are)")
+        parts.extend(f"### [{c.name}]\n{_quoted(c.text)}\n" for c in fixed)
+    by_name = {c.name: c for c in components}
+    if len(targets) == 1:
+        parts.append(f"## Current instructions: component [{targets[0]}]\n```\n"
+                     + by_name[targets[0]].text.strip() + "\n```\n")
+    else:
+        parts.append("## Current instructions: the components to improve")
+        parts.extend(f"### [{name}]\n```\n{by_name[name].text.strip()}\n```\n" for name in targets)
+    parts.extend(_examples(traces))
+    if others:
+        parts.append("## Other instructions tried (for inspiration)")
+        for aid, score, text in others:
+            parts.append(f"### {aid} (validation mean {score:.2f})\n{_quoted(text[:OTHER_CHARS])}\n")
+    if len(targets) == 1:
+        parts.append(f"Write the complete improved text of component [{targets[0]}] (without its heading) "
+                     "inside a single ``` block.")
+    else:
+        parts.append("For each component, write a `### [name]` heading line followed by its complete improved "
+                     "text in a ``` block; a component you leave out stays as it is.")
+    return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "\n".join(parts)}]
+
+
+def parse_components(reply: str, names: Sequence[str]) -> dict[str, str]:
+    """name -> new text of each `### [name]` heading followed by a ``` block in the reply (the
+    last one of a name wins); {} if there is none."""
+    found: dict[str, str] = {}
+    for m in _NAMED_FENCE.finditer(reply or ""):
+        name, body = m.group(1), m.group(2).strip()
+        if name in names and body:
+            found[name] = body
+    return found
+
+
+def parse_component_reply(reply: str, parts: Sequence[Component], targets: list[str]
+                          ) -> tuple[str | None, list[str], str]:
+    """(the child's rendering, the changed names, "") from a reply for `targets`, or (None, [],
+    why not). The components the reply does not give are kept as they are."""
+    if len(targets) == 1:
+        text = parse_instructions(reply)
+        updates = {targets[0]: text} if text is not None else {}
+    else:
+        updates = parse_components(reply, targets)
+    if not updates:
+        return None, [], "no parsable instructions block"
+    names = [c.name for c in parts]
+    if any(components.has_header_line(text, names) for text in updates.values()):
+        return None, [], "a component's new text holds a component heading line"
+    child = components.replace(parts, updates)
+    changed = components.changed(parts, child)
+    if not changed:
+        return None, [], "no change from parent"
+    return components.render(child), changed, ""
 
 
 def parse_instructions(reply: str) -> str | None:
