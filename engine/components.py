@@ -120,17 +120,23 @@ def _unified(old: str, new: str, name: str) -> str:
                                           f"{name} (child)", lineterm=""))
 
 
-def component_diff_texts(parent_text: str, child_text: str) -> list[tuple[str, str]] | None:
-    """Per-component unified diffs of two renderings, changed components only (an added or removed
-    component diffs against empty text); None if either text is not a rendering."""
+def component_pairs(parent_text: str, child_text: str) -> tuple[list[tuple[str, str, str]], list[str]] | None:
+    """([(name, parent text, child text)] of the changed components, [names unchanged]) of two
+    renderings (an added or removed component pairs with ""); None if either is not one."""
     old, new = split_rendering(parent_text), split_rendering(child_text)
     if old is None or new is None:
         return None
-    before = dict(old)
-    names = [n for n, _ in new] + [n for n, _ in old if n not in dict(new)]
-    after = dict(new)
-    return [(n, _unified(before.get(n, ""), after.get(n, ""), n)) for n in names
-            if before.get(n, "") != after.get(n, "")]
+    before, after = dict(old), dict(new)
+    names = [n for n, _ in new] + [n for n, _ in old if n not in after]
+    changed_ = [(n, before.get(n, ""), after.get(n, "")) for n in names if before.get(n, "") != after.get(n, "")]
+    return changed_, [n for n in names if before.get(n, "") == after.get(n, "")]
+
+
+def component_diff_texts(parent_text: str, child_text: str) -> list[tuple[str, str]] | None:
+    """Per-component unified diffs of two renderings, changed components only; None if either
+    text is not a rendering."""
+    pairs = component_pairs(parent_text, child_text)
+    return None if pairs is None else [(n, _unified(a, b, n)) for n, a, b in pairs[0]]
 
 
 def component_diff(parent, child) -> list[tuple[str, str]]:

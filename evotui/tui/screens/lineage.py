@@ -9,7 +9,7 @@ from textual.widgets import Footer, Tree
 from evotui.tui.backend import ArtifactView, Frame
 from evotui.tui.keymap import DIFF_BINDINGS, LINEAGE_BINDINGS
 from evotui.tui.screens.base import EvoScreen
-from evotui.tui.widgets.diffview import DiffView
+from evotui.tui.widgets.diffview import DiffView, changed_note
 from evotui.tui.widgets.panels import fmt
 
 MARK = {"seed": "◆", "confirmed": "●", "rejected": "✗", "removed": "○", "speculative": "◇"}
@@ -28,7 +28,8 @@ class LineageScreen(EvoScreen):
 ## Lineage
 Every artifact under its parent: ◆ seed, ● confirmed, ✗ rejected (by the metric or a reviewer),
 with score, pool version, provenance (merge of two parents, patched by reflection) and review
-decision. **enter** diffs against the parent, **y** copies
+decision. **enter** diffs against the parent (per component, under each changed component's
+name, for a prompt of named components), **y** copies
 the id, **Y** the text (OSC 52; under tmux set `set-clipboard on`).
 """
 
@@ -77,7 +78,8 @@ the id, **Y** the text (OSC 52; under tmux set `set-clipboard on`).
         if not a.text:
             self.notify(f"{a.artifact_id} has no stored text (rejected before commit)", severity="warning")
             return
-        self.app.push_screen(DiffScreen(old, a.text, f"{a.artifact_id} vs {a.parent_id or '(no parent)'}"))
+        caption = f"{a.artifact_id} vs {a.parent_id or '(no parent)'}" + changed_note(old, a.text)
+        self.app.push_screen(DiffScreen(old, a.text, caption))
 
     def action_copy_id(self) -> None:
         if (a := self.selected()) is not None:

@@ -21,7 +21,7 @@ from textual.widgets import DataTable
 from evotui.tui.backend import Frame
 from evotui.tui.keymap import REVIEW_BINDINGS
 from evotui.tui.screens.base import EvoScreen, ReasonScreen
-from evotui.tui.widgets.diffview import DiffView, looks_like_code
+from evotui.tui.widgets.diffview import DiffView, changed_note, looks_like_code
 
 
 class ReviewScreen(EvoScreen):
@@ -30,7 +30,8 @@ class ReviewScreen(EvoScreen):
 ## Review queue
 Turn gates on with **R** (before evaluation) and **C** (before commit). **a** approve,
 **r** reject (optional reason), **e** edit in `$EDITOR` then approve, **s** skip, **A** approve
-all, **m** unified / side-by-side diff.
+all, **m** unified / side-by-side diff. A prompt of named components is diffed per component,
+each changed one under its `[name]`; editing works on the whole text (keep the `## [name]` lines).
 """
 
     def __init__(self) -> None:
@@ -81,7 +82,8 @@ all, **m** unified / side-by-side diff.
         if found is None:
             diff.set_texts("", "", "nothing waiting" if not self._ids else "")
             return
-        diff.set_texts(found.parent_text, found.child_text, f"{found.item_id} vs parent {found.parent_id} @{found.gate}")
+        diff.set_texts(found.parent_text, found.child_text, f"{found.item_id} vs parent {found.parent_id} @{found.gate}"
+                       + changed_note(found.parent_text, found.child_text))
 
     def _need(self) -> str | None:
         item = self.selected_id()

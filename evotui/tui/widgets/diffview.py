@@ -1,6 +1,7 @@
 """A child against its parent: unified or side by side; line level with syntax highlighting for
 code, word level for prompts. Every change carries a marker that does not rely on colour:
-"+ "/"- " line prefixes, and {+added+} / [-removed-] around changed words.
+"+ "/"- " line prefixes, and {+added+} / [-removed-] around changed words. Texts of named
+components (engine/components.py) are diffed per component, each under its name.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from textual.highlight import highlight
 from textual.reactive import reactive
 from textual.widget import Widget
 from textual.widgets import Static
+
+from engine.components import component_pairs
 
 ADDED, REMOVED, SAME = "$text-success", "$text-error", "$text"
 ADDED_BG, REMOVED_BG = "on $success 12%", "on $error 12%"
@@ -93,6 +96,47 @@ def split_diff(old: str, new: str, code: bool) -> tuple[Content, Content]:
     return Content("\n").join(left), Content("\n").join(right)
 
 
+def _section(name: str) -> Content:
+    return Content.styled(f"── [{name}] ──", "bold $accent")
+
+
+def component_diff(old: str, new: str, code: bool, split: bool) -> tuple[Content, Content] | None:
+    """Two renderings of named components (engine/components.py): each changed component's diff
+    under a `── [name] ──` heading, the unchanged ones named on one line; None if the texts are
+    not both renderings. Unified: the body and an empty right side; split: left and right."""
+    pairs = component_pairs(old, new)
+    if pairs is None:
+        return None
+    changed, same = pairs
+    left: list[Content] = []
+    right: list[Content] = []
+    for name, a, b in changed:
+        left.append(_section(name))
+        if split:
+            sides = split_diff(a, b, code)
+            right.append(_section(name))
+            left.append(sides[0])
+            right.append(sides[1])
+        else:
+            left.append(line_diff(a, b, True) if code else word_diff(a, b))
+    if same:
+        note = Content.styled(f"unchanged: {', '.join(f'[{n}]' for n in same)}", "italic $text-muted")
+        left.append(note)
+        if split:
+            right.append(note)
+    if not changed:
+        left.insert(0, Content("(no component changed)"))
+    return Content("\n").join(left), Content("\n").join(right)
+
+
+def changed_note(old: str, new: str) -> str:
+    """" · changed [a], [b]" for two renderings of named components, else ""."""
+    pairs = component_pairs(old, new)
+    if pairs is None or not pairs[0]:
+        return ""
+    return " · changed " + ", ".join(f"[{name}]" for name, _, _ in pairs[0])
+
+
 def diff_stats(old: str, new: str) -> str:
     a, b = old.splitlines(), new.splitlines()
     added = removed = 0
@@ -139,12 +183,22 @@ class DiffView(Widget):
         code = looks_like_code(self.new) or looks_like_code(self.old)
         kind = "code, line level" if code else "prompt, word level"
         split = self.mode == "split"
+        per_component = component_diff(self.old, self.new, code, split)
+        if per_component is not None:
+            kind += ", per component"
         caption = getattr(self, "caption", "")
         self.query_one("#diff-caption", Static).update(
             Content(f"{caption}  {diff_stats(self.old, self.new)} · {kind} · {'side by side' if split else 'unified'}"))
         self.query_one("#diff-unified").display = not split
         self.query_one("#diff-split").display = split
-        if split:
+        if per_component is not None:
+            left, right = per_component
+            if split:
+                self.query_one("#diff-left", Static).update(left)
+                self.query_one("#diff-right", Static).update(right)
+            else:
+                self.query_one("#diff-body", Static).update(left)
+        elif split:
             left, right = split_diff(self.old, self.new, code)
             self.query_one("#diff-left", Static).update(left)
             self.query_one("#diff-right", Static).update(right)
