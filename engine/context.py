@@ -15,7 +15,7 @@ from engine.budget import Budget, Reservation
 from engine.config import RunConfig
 from engine.events import EventBus
 from engine.llm.client import LLMClient
-from engine.pipeline.staleness import StalenessPolicy
+from engine.staleness import StalenessPolicy
 from engine.pool import Pool
 from engine.run_state import ChainState, MergeState, ProgramCounters, RunState, Tally
 from engine.selection.pareto import MinibatchSampler, restore_rng, rng_state

@@ -29,7 +29,7 @@ from engine.llm.redact import REDACTED, has_credentials, redact_mapping, redact_
 from engine.llm.local import LocalServerError, client_endpoint, start_for_config
 from engine.llm.sim import sim_transport
 from engine.pipeline.orchestrator import Orchestrator
-from engine.pipeline.staleness import make_policy
+from engine.staleness import make_policy
 from engine.pool import PoolChange, Pool
 from engine.run_state import RunState, artifact_from_row
 from engine.selection.pareto import MinibatchSampler

@@ -9,15 +9,14 @@ _state_fields(), so the two sources cannot disagree on what the database holds.
 
 from __future__ import annotations
 
-from collections import Counter
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from engine.budget import KEYS as BUDGET_KEYS
 from engine.config import DEFAULT_MAX_GAP
 from engine.pool import Artifact, TopIndex, is_confirmed
-from engine.run_state import ProgramCounters, RunState, artifact_from_row
+from engine.run_state import RunState, artifact_from_row
 
 if TYPE_CHECKING:
     from engine.pipeline.orchestrator import Orchestrator
@@ -186,24 +185,7 @@ def _live_fields(orch: "Orchestrator") -> tuple[dict[str, Any], RunState]:
         speculation=ctx.config.pipeline.speculation,
         review_gates=MappingProxyType(dict(orch.review.enabled)),
     )
-    return where, _with_handler_counts(ctx.state, orch.handlers)
-
-
-def _with_handler_counts(state: RunState, handlers: object) -> RunState:
-    """Transition fallback: a ProgramStages that still counts patch retries, tolerant blocks and
-    filter verdicts on itself (self.patch_retries, self.tolerant_blocks, a ProgramFilters with its
-    own Counter) has those counts added to the state's, for this session only (they are not
-    stored). Once it counts into ctx.program (see ProgramCounters) there is nothing to add."""
-    own_filters = getattr(getattr(handlers, "filters", None), "counts", None)
-    if own_filters is state.program.filter_counts:
-        own_filters = None
-    retries = int(getattr(handlers, "patch_retries", 0) or 0)
-    tolerant = int(getattr(handlers, "tolerant_blocks", 0) or 0)
-    if not (own_filters or retries or tolerant):
-        return state
-    p = state.program
-    return replace(state, program=ProgramCounters(p.patch_retries + retries, p.tolerant_blocks + tolerant,
-                                                  p.filter_counts + Counter(own_filters or {})))
+    return where, ctx.state
 
 
 # -- a stored run ---------------------------------------------------------------------------------

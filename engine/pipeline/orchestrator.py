@@ -25,7 +25,7 @@ from engine.pipeline.recorder import Recorder
 from engine.pipeline.review import GATES, ReviewGates
 from engine.pipeline.spec import SearchHandlers
 from engine.pipeline.stage import Stage
-from engine.pipeline.staleness import make_policy
+from engine.staleness import make_policy
 
 
 class Orchestrator:
@@ -42,7 +42,7 @@ class Orchestrator:
         self._stopped = asyncio.Event()
         self.handlers = handlers
         self.spec = spec = handlers.pipeline()
-        self.recorder = Recorder(ctx, spec.checked, on_item_end=self._item_ended, on_fatal=self.fail)
+        self.recorder = Recorder(ctx, spec.checked, spec.reflect_to, on_item_end=self._item_ended, on_fatal=self.fail)
         handlers.bind(self.recorder, self._spawn)
         cfg = ctx.config.pipeline
         self.stages: dict[str, Stage] = {}

@@ -14,7 +14,7 @@ from engine import events as ev
 from engine.context import CallFailed, FatalRunError, RunContext
 from engine.items import WorkItem, current_item
 from engine.pipeline.stage import Stage
-from engine.pipeline.staleness import Decision
+from engine.staleness import Decision
 
 MAX_CONSECUTIVE_LLM_ERRORS = 25
 """Calls failing in a row (each after its retries) that stop the run instead of burning budget."""
@@ -22,11 +22,13 @@ MAX_CONSECUTIVE_LLM_ERRORS = 25
 
 
 class Recorder:
-    def __init__(self, ctx: RunContext, checked: tuple[str, ...], on_item_end: Callable[[WorkItem], None],
+    def __init__(self, ctx: RunContext, checked: tuple[str, ...], reflect_to: str, on_item_end: Callable[[WorkItem], None],
                  on_fatal: Callable[[FatalRunError], None]) -> None:
         self.ctx = ctx
         self.checked = checked
         """Stages that check staleness before spending LLM calls on an item."""
+        self.reflect_to = reflect_to
+        """The stage stale items rejoin after reflection: there they carry a proposal to repair."""
         self.on_item_end = on_item_end
         self.on_fatal = on_fatal
         self.in_flight: dict[str, WorkItem] = {}
@@ -53,14 +55,14 @@ class Recorder:
             return None
         ctx.gap_histogram[gap] += 1
         reflected = item.payload.get("reflected_at")
-        if reflected is not None and stage.name != self.checked[0]:
+        if reflected is not None and stage.name == self.reflect_to:
             # Already checked against the pool by the reflect stage: do not loop back.
             decision = Decision("pass", f"reflected at v{reflected}")
         elif item.is_merge:
             # Built from two validated pool artifacts, not from an outdated proposal.
             decision = Decision("pass", "merge of pool artifacts")
         else:
-            decision = ctx.policy.decide(gap, stage.name)
+            decision = ctx.policy.decide(gap, reflectable=stage.name == self.reflect_to)
         ctx.staleness_counts[decision.action] += 1
         wasted = item.tokens if decision.action == "discard" else 0
         self.record_decision(item, stage.name, gap, decision.action, decision.reason, tokens=wasted)

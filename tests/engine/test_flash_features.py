@@ -22,7 +22,7 @@ from engine.config import ConfigError, build_config
 from engine.pipeline.control import AdaptiveController, decide
 from engine.pipeline.review import ReviewError
 from engine.pipeline.stage import RateMeter
-from engine.pipeline.staleness import ReflectivePolicy, make_policy
+from engine.staleness import ReflectivePolicy, make_policy
 from engine.pool import Artifact, Pool
 from engine.selection.val_order import ValidationOrder
 from engine.stages.reflection import build_reflect_messages, parse_verdict
@@ -345,18 +345,16 @@ def test_config_accepts_the_boundaries() -> None:
 # == 3. reflective policy ===========================================================================
 
 
-@pytest.mark.parametrize("stage", ["evaluate", "validate"])
-def test_reflective_policy_reflects_stale_items_where_a_proposal_exists(stage) -> None:
+def test_reflective_policy_reflects_stale_items_where_a_proposal_exists() -> None:
     policy = ReflectivePolicy(max_gap=2)
-    assert policy.decide(0, stage).action == "pass" and policy.decide(0, stage).reason == "fresh"
-    assert policy.decide(2, stage).action == "pass"  # inclusive threshold
-    d = policy.decide(3, stage)
+    assert policy.decide(0, True).action == "pass" and policy.decide(0, True).reason == "fresh"
+    assert policy.decide(2, True).action == "pass"  # inclusive threshold
+    d = policy.decide(3, reflectable=True)
     assert d.action == "reflect" and "gap 3 > 2" in d.reason
 
 
-@pytest.mark.parametrize("stage", ["propose", "rollout", "update", ""])
-def test_reflective_policy_passes_stale_items_without_a_proposal(stage) -> None:
-    d = ReflectivePolicy(max_gap=0).decide(5, stage)
+def test_reflective_policy_passes_stale_items_without_a_proposal() -> None:
+    d = ReflectivePolicy(max_gap=0).decide(5, reflectable=False)
     assert d.action == "pass" and d.reason == "gap 5: no proposal to reflect on yet"
 
 

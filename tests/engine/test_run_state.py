@@ -8,7 +8,6 @@ import random
 import sqlite3
 from collections import Counter
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 from hypothesis import given, settings
@@ -17,7 +16,7 @@ from hypothesis import strategies as st
 from engine.code.filters import ProgramFilters
 from engine.run_state import ChainState, MergeState, ProgramCounters, RunState, Tally
 from engine.selection.pareto import rng_state
-from engine.snapshot import EngineSnapshot, _with_handler_counts
+from engine.snapshot import EngineSnapshot
 from evotui.control import snapshot_from_dict, snapshot_to_dict
 from evotui.tui.attach import AttachBackend
 from tests.engine.fakes import harness, until  # noqa: F401
@@ -119,18 +118,6 @@ def test_filters_count_into_the_run_state_they_are_given() -> None:
     filters.check("x = 1\n", "x = 1\n")
     assert state.program.filter_counts == Counter({"no_op": 1})
     assert ProgramFilters().counts is not ProgramFilters().counts  # the default stays private
-
-
-def test_handler_counts_are_added_once_during_the_transition() -> None:
-    state = RunState(program=ProgramCounters(2, 1, Counter({"syntax": 3})))
-    legacy = SimpleNamespace(patch_retries=5, tolerant_blocks=1, filters=SimpleNamespace(counts=Counter({"no_op": 2})))
-    merged = _with_handler_counts(state, legacy).program
-    assert merged == ProgramCounters(7, 2, Counter({"syntax": 3, "no_op": 2}))
-    assert state.program == ProgramCounters(2, 1, Counter({"syntax": 3}))  # the stored state is not touched
-    # A handler counting into the state (the target API) adds nothing.
-    migrated = SimpleNamespace(filters=SimpleNamespace(counts=state.program.filter_counts))
-    assert _with_handler_counts(state, migrated) is state
-    assert _with_handler_counts(state, object()) is state  # prompt tasks
 
 
 # -- a resumed run ---------------------------------------------------------------------------------

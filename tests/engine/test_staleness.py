@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from engine.pipeline.staleness import Decision, FullPolicy, GuardedPolicy, make_policy
+from engine.staleness import Decision, FullPolicy, GuardedPolicy, make_policy
 
 
 @pytest.mark.parametrize("gap", [0, 1, 5, 10_000])

@@ -127,7 +127,7 @@ class FakeStore:
 def _stages(llm, retries: int) -> ProgramStages:
     from engine.pipeline.recorder import Recorder
     from engine.config import RunConfig
-    from engine.pipeline.staleness import make_policy
+    from engine.staleness import make_policy
     from engine.run_state import ProgramCounters
     from engine.stages.kinds import strategy_for
 
@@ -142,7 +142,8 @@ def _stages(llm, retries: int) -> ProgramStages:
                           staleness_counts=Counter(), run_id="r", program=ProgramCounters(),
                           policy=make_policy("reflective", 0), config=RunConfig())
     stages = ProgramStages(ctx, strategy_for(ctx))
-    stages.bind(Recorder(ctx, stages.pipeline().checked, on_item_end=lambda item: None, on_fatal=lambda exc: None),
+    spec = stages.pipeline()
+    stages.bind(Recorder(ctx, spec.checked, spec.reflect_to, on_item_end=lambda item: None, on_fatal=lambda exc: None),
                 spawn=lambda *a, **k: None)
     return stages
 

@@ -2,7 +2,9 @@
 
 A policy looks at an item's version gap where a checked stage consumes it and decides what
 happens. `full` lets everything pass; `guarded(max_gap)` discards items whose gap exceeds the
-threshold. The reflective policy plugs in later by returning "reflect" (route to a reflect stage).
+threshold; `reflective(max_gap)` routes stale proposals to the reflect stage. The policy is a
+leaf module (it imports nothing from engine) because the run context holds the current one and
+must not depend on the pipeline; the pipeline's recorder applies it.
 """
 
 from __future__ import annotations
@@ -22,13 +24,16 @@ class Decision:
 class StalenessPolicy(Protocol):
     name: str
 
-    def decide(self, gap: int, stage: str = "") -> Decision: ...
+    def decide(self, gap: int, reflectable: bool = False) -> Decision:
+        """reflectable: the item carries a proposal here that the reflect stage could repair
+        (the stage the pipeline routes reflected items back to)."""
+        ...
 
 
 class FullPolicy:
     name = "full"
 
-    def decide(self, gap: int, stage: str = "") -> Decision:
+    def decide(self, gap: int, reflectable: bool = False) -> Decision:
         return Decision("pass", "full async: never checked" if gap else "fresh")
 
 
@@ -38,7 +43,7 @@ class GuardedPolicy:
     def __init__(self, max_gap: int) -> None:
         self.max_gap = max_gap
 
-    def decide(self, gap: int, stage: str = "") -> Decision:
+    def decide(self, gap: int, reflectable: bool = False) -> Decision:
         if gap > self.max_gap:
             return Decision("discard", f"gap {gap} > max_gap {self.max_gap}")
         return Decision("pass", f"gap {gap} <= max_gap {self.max_gap}")
@@ -49,13 +54,12 @@ class ReflectivePolicy:
     (rebased on the current pool) or discard. Items without a proposal yet pass."""
 
     name = "reflective"
-    REFLECT_AT = ("evaluate", "validate")
 
     def __init__(self, max_gap: int) -> None:
         self.max_gap = max_gap
 
-    def decide(self, gap: int, stage: str = "") -> Decision:
-        if gap > self.max_gap and stage in self.REFLECT_AT:
+    def decide(self, gap: int, reflectable: bool = False) -> Decision:
+        if gap > self.max_gap and reflectable:
             return Decision("reflect", f"gap {gap} > {self.max_gap}: reflect against the pool changes")
         return Decision("pass", "fresh" if gap <= self.max_gap else f"gap {gap}: no proposal to reflect on yet")
 
