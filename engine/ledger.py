@@ -18,14 +18,12 @@ Bus events are the ones the stages always published: CandidateAccepted for commi
 BestRestored for restore; seeding and the speculative insert/remove have none.
 
 Restore: `restore(artifact_id, reason)` makes an earlier fully validated artifact the run's
-active best. The pool has no notion of an active best, so the change is recorded as a no-op
-status change of that artifact (it bumps the version and is in the changelog, so stale items
-see it) whose pool_events row has kind "restore" and detail {"restore": true, ...}. `best()`
-here honours it: after the newest restore, the best is the restored artifact unless an
-artifact added or confirmed since beats it. It is read from the changelog, so it survives a
-resume. `Pool.best()` itself does not know about restores, so readers that call it (the
-runner's summary, snapshots, merge and speculation thresholds) still see the top score; making
-them follow a restore needs the pool to hold the active best.
+active best. It is recorded as a status change of that artifact to its own status (it bumps
+the version and is in the changelog, so stale items see it) whose pool_events row has kind
+"restore" and detail {"restore": true, ...}. `Pool.best()` follows it: after the newest
+restore, the best is the restored artifact unless one added or confirmed since is strictly
+better; every reader of the best (summary, snapshots, merge and speculation thresholds, chain
+heads) sees that, and the pool rebuilt on resume finds the restore in its changelog.
 """
 
 from __future__ import annotations
@@ -36,7 +34,7 @@ from typing import TYPE_CHECKING, Callable, Mapping, Sequence
 from engine import components
 from engine import events as ev
 from engine.items import WorkItem
-from engine.pool import Artifact, PoolChange, PoolError, is_confirmed, top_of
+from engine.pool import RESTORE, Artifact, PoolChange, PoolError, is_confirmed
 
 if TYPE_CHECKING:
     from engine.context import RunContext
@@ -47,7 +45,6 @@ EvalRow = tuple[str, str, "float | None", "str | None", "str | None"]
 EvalRows = Callable[[Artifact, Mapping[str, str]], list[EvalRow]]
 """The task's evaluation rows of an artifact, given the feedback per example."""
 
-RESTORE = "restore"
 
 
 class Ledger:
@@ -57,10 +54,6 @@ class Ledger:
     def __init__(self, ctx: RunContext, rows: EvalRows) -> None:
         self.ctx = ctx
         self.rows = rows
-        # The restore state, read from the changelog incrementally (best() runs at every commit).
-        self._seen = 0
-        self._pin: PoolChange | None = None
-        self._top_since: Artifact | None = None
 
     # -- operations -------------------------------------------------------------------------
     def seed(self, art: Artifact, feedback: Mapping[str, str] | None = None) -> Artifact:
@@ -136,28 +129,12 @@ class Ledger:
 
     # -- reads --------------------------------------------------------------------------------
     def best(self) -> Artifact | None:
-        """The run's active best: `pool.best()` until a restore, then the restored artifact
-        unless one added or confirmed since is strictly better (ties go to the older one)."""
-        pin = self.last_restore()
-        if pin is None:
-            return self.ctx.pool.best()
-        return top_of(a for a in (self.ctx.pool.get(pin.artifact_id), self._top_since) if a is not None)
+        """The run's active best (`Pool.best()` follows restores)."""
+        return self.ctx.pool.best()
 
     def last_restore(self) -> PoolChange | None:
-        """The newest restore change: kind "restore" after a resume, the marker in memory."""
-        pool = self.ctx.pool
-        if pool.version < self._seen:  # the pool was rebuilt: read it again
-            self._seen, self._pin, self._top_since = 0, None, None
-        for change in pool.changes_since(self._seen):
-            if change.kind == RESTORE or change.detail.get(RESTORE):
-                self._pin, self._top_since = change, None
-            elif self._pin is not None:
-                # Validated artifacts never lose that status or change scores: a running top will do.
-                art = pool.get(change.artifact_id)
-                if is_confirmed(art):
-                    self._top_since = top_of(a for a in (self._top_since, art) if a is not None)
-        self._seen = pool.version
-        return self._pin
+        """The newest restore change (kind "restore"), if any; it survives a resume."""
+        return self.ctx.pool.restored
 
     # -- steps ----------------------------------------------------------------------------------
     def _persist(self, art: Artifact, minibatch: Sequence[str], feedback: Mapping[str, str], operator: str,

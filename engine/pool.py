@@ -114,6 +114,10 @@ class Pool:
         self._best = self.index(("top", "confirmed"), lambda arts: TopIndex(is_confirmed, arts))
         self._leader = self.index(("top", "live"), lambda arts: TopIndex(is_live, arts))
         self.version = 0
+        self.restored: PoolChange | None = None
+        """The newest restore (see `best()`)."""
+        self._since_restore: Artifact | None = None
+        """The best validated artifact committed or confirmed after that restore."""
 
     def __len__(self) -> int:
         return len(self._artifacts)
@@ -143,6 +147,14 @@ class Pool:
         self._artifacts[artifact.artifact_id] = artifact
         for index in self._indexes.values():
             index.apply(artifact)
+        if self.restored is not None and is_confirmed(artifact):
+            self._since_restore = top_of(a for a in (self._since_restore, artifact) if a is not None)
+
+    def _logged(self, change: PoolChange) -> PoolChange:
+        self._changelog.append(change)
+        if is_restore(change):
+            self.restored, self._since_restore = change, None
+        return change
 
     def gap(self, item_version: int) -> int:
         return self.version - item_version
@@ -167,9 +179,7 @@ class Pool:
             components=artifact.components,
         )
         self._committed(stored)
-        change = PoolChange(self.version, "add", stored.artifact_id, MappingProxyType(dict(detail or {})))
-        self._changelog.append(change)
-        return change
+        return self._logged(PoolChange(self.version, "add", stored.artifact_id, MappingProxyType(dict(detail or {}))))
 
     def restore(self, artifacts: list[Artifact], changes: list[PoolChange]) -> None:
         """Rebuild from persisted state (resume); the changelog must be contiguous from 1."""
@@ -183,6 +193,10 @@ class Pool:
         self._leader = self.index(("top", "live"), lambda arts: TopIndex(is_live, arts))
         self._changelog = changelog
         self.version = changelog[-1].version if changelog else 0
+        restores = [c for c in changelog if is_restore(c)]
+        self.restored = restores[-1] if restores else None
+        after = {c.artifact_id for c in changelog[self.restored.version:]} if self.restored else set()
+        self._since_restore = top_of(a for aid in after if is_confirmed(a := self._artifacts[aid]))
 
     def set_status(self, artifact_id: str, status: str, val_scores: Mapping[str, float] | None = None,
                    detail: Mapping[str, object] | None = None) -> PoolChange:
@@ -201,9 +215,7 @@ class Pool:
             meta=art.meta,
             components=art.components,
         ))
-        change = PoolChange(self.version, status, artifact_id, MappingProxyType(dict(detail or {})))
-        self._changelog.append(change)
-        return change
+        return self._logged(PoolChange(self.version, status, artifact_id, MappingProxyType(dict(detail or {}))))
 
     def live(self) -> list[Artifact]:
         """Selectable artifacts: seed, confirmed and speculative (not removed)."""
@@ -218,13 +230,26 @@ class Pool:
         return self._changelog[version:] if version >= 0 else list(self._changelog)
 
     def best(self) -> Artifact | None:
-        """Best fully validated artifact; speculative ones never lead before confirmation."""
-        return self._best.top()
+        """The run's active best: the best fully validated artifact (speculative ones never lead
+        before confirmation); after a restore, the restored artifact unless one committed or
+        confirmed since is strictly better (ties go to the older one)."""
+        if self.restored is None:
+            return self._best.top()
+        return top_of(a for a in (self._artifacts[self.restored.artifact_id], self._since_restore) if a is not None)
 
     def leader(self) -> Artifact | None:
         """Best selectable artifact, speculative ones included (scored on their prefix): what a
         stale item is rebased onto, so repairs build on the newest promising work."""
         return self._leader.top()
+
+
+RESTORE = "restore"
+"""A pool change that makes an earlier validated artifact the active best again (the ledger's
+`restore`): a status change to its own status whose detail says so."""
+
+
+def is_restore(change: PoolChange) -> bool:
+    return change.kind == RESTORE or bool(change.detail.get(RESTORE))
 
 
 def top_of(artifacts: Iterable[Artifact]) -> Artifact | None:

@@ -166,7 +166,8 @@ async def test_restore_moves_the_active_best_and_survives_a_resume(harness) -> N
     [restored] = sub.drain()
     assert isinstance(restored, ev.BestRestored)
     assert (restored.artifact_id, restored.previous_id, restored.pool_version) == ("a000001", "a000002", 4)
-    assert ledger.best().artifact_id == "a000001" and ctx.pool.best().artifact_id == "a000002"
+    # Every reader of the best follows the restore: the pool, hence snapshots and the summary.
+    assert ledger.best().artifact_id == ctx.pool.best().artifact_id == run.snapshot().best_id == "a000001"
     assert ctx.pool.get("a000001").status == "confirmed"
 
     # Newer work must beat the restored artifact, not the one it replaced.
@@ -182,7 +183,7 @@ async def test_restore_moves_the_active_best_and_survives_a_resume(harness) -> N
     try:
         assert run2.ctx.pool.version == 6
         assert run2.ctx.ledger.last_restore().kind == "restore"
-        assert run2.ctx.ledger.best().artifact_id == "a000001"
+        assert run2.ctx.ledger.best().artifact_id == run2.snapshot().best_id == "a000001"
         run2.ctx.ledger.commit(item(4, "a000001"), artifact("a000004", "a000001", 0.55))
         assert run2.ctx.ledger.best().artifact_id == "a000004" and run2.ctx.pool.version == 7
         # A speculative artifact counts once confirmed, not before.

@@ -261,3 +261,33 @@ def test_pool_invariants_under_random_adds(data: st.DataObject) -> None:
         hole = data.draw(st.integers(min_value=0, max_value=v - 2), label="hole")
         with pytest.raises(PoolError, match=f"hole at version {hole + 1}"):
             Pool().restore(pool.artifacts(), log[:hole] + log[hole + 1 :])
+
+
+# -- restores ---------------------------------------------------------------------------------------
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.one_of(st.tuples(st.just("add"), st.integers(0, 10)), st.tuples(st.just("restore"), st.integers(0, 50))),
+                min_size=1, max_size=30))
+def test_best_follows_restores_and_a_rebuilt_pool_agrees(ops) -> None:
+    """Reference: after a restore the best is the restored artifact until a strictly better one
+    is committed; a pool rebuilt from its artifacts and changelog (a resume) answers the same."""
+    pool, expected, n = Pool(), None, 0
+    pool.add(art("s", scores={"e1": 0.0}, status="seed"))
+    expected = pool.get("s")
+    for op, x in ops:
+        if op == "add":
+            n += 1
+            pool.add(art(f"a{n}", ("s",), {"e1": x / 10}))
+            new = pool.get(f"a{n}")
+            if new.val_mean > expected.val_mean:
+                expected = new
+        else:
+            target = pool.artifacts()[x % len(pool)]
+            pool.set_status(target.artifact_id, target.status, None, {"restore": True})
+            expected = pool.get(target.artifact_id)
+        assert pool.best() is not None and pool.best().artifact_id == expected.artifact_id
+    rebuilt = Pool()
+    rebuilt.restore(pool.artifacts(), pool.changes_since(0))
+    assert rebuilt.best().artifact_id == expected.artifact_id
+    assert (rebuilt.restored is None) == (pool.restored is None)
