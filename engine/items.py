@@ -95,6 +95,8 @@ class WorkItem:
     merge: MergeOf | None = None
     chain: ChainLink | None = None
     speculative: SpeculativeEntry | None = None
+    tags: dict = field(default_factory=dict)
+    """The selector's tags (engine/strategy/protocols.py: Pick), for the archive at commit."""
 
     @property
     def kind(self) -> ItemKind:
@@ -123,6 +125,8 @@ class WorkItem:
             out.update(self.chain.to_dict())
         if self.speculative is not None:
             out["speculative"] = self.speculative.to_dict()
+        if self.tags:
+            out["selection"] = dict(self.tags)
         return out
 
     @classmethod
@@ -135,6 +139,7 @@ class WorkItem:
             payload.pop(key, None)
         m = payload.pop("merge", None)
         s = payload.pop("speculative", None)
+        tags = dict(payload.pop("selection", None) or {})
         return cls(
             item_id=row["item_id"],
             created_version=int(row["created_version"]),
@@ -147,4 +152,5 @@ class WorkItem:
             merge=MergeOf(str(m["ours"]), str(m["theirs"]), str(m["base"])) if m else None,
             chain=chain,
             speculative=SpeculativeEntry(str(s["id"]), float(s["threshold"]), int(s["version"])) if s else None,
+            tags=tags,
         )

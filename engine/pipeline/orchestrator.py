@@ -23,7 +23,7 @@ from engine.pipeline.merge_admission import MergeAdmission
 from engine.pipeline.modes import mode_named
 from engine.pipeline.recorder import Recorder
 from engine.pipeline.review import GATES, ReviewGates
-from engine.pipeline.spec import SearchHandlers
+from engine.pipeline.spec import SearchHandlers, Selection
 from engine.pipeline.stage import Stage
 from engine.staleness import make_policy
 
@@ -180,16 +180,17 @@ class Orchestrator:
         return len(self.recorder.in_flight)
 
     # -- admission ------------------------------------------------------------------------
-    def select(self, parent_and_minibatch: tuple[str, list[str]] | None = None) -> WorkItem:
+    def select(self, selection: Selection | None = None) -> WorkItem:
         ctx = self.ctx
-        parent, minibatch = parent_and_minibatch or self.handlers.select()
+        chosen = selection or self.handlers.select()
         item = WorkItem(
             item_id=ctx.next_item_id(),
             created_version=ctx.pool.version,
-            parent_id=parent,
-            minibatch=minibatch,
+            parent_id=chosen.parent_id,
+            minibatch=chosen.minibatch,
             stage=self.spec.first,
             created_at=time.time(),
+            tags=dict(chosen.tags),
         )
         self.handlers.admitted(item)
         return item
@@ -267,8 +268,7 @@ class Orchestrator:
         passed their gate and only await validation."""
         return sum(1 for item in self.recorder.in_flight.values() if item.holds_proposal_slot)
 
-    async def _admit_one(self, parent_and_minibatch: tuple[str, list[str]] | None = None,
-                         wait: bool = True) -> WorkItem | None:
+    async def _admit_one(self, selection: Selection | None = None, wait: bool = True) -> WorkItem | None:
         """Reserve budget and create one item. None when the budget has no room: with items in
         flight it waits for their unused reservations (or, with wait=False, returns at once);
         with nothing in flight the budget is used up and the run drains."""
@@ -289,7 +289,7 @@ class Orchestrator:
             self._publish_budget()
             self.drain(f"budget exhausted: {ctx.budget.exhausted}")
             return None
-        return self._register(self.select(parent_and_minibatch), reservation)
+        return self._register(self.select(selection), reservation)
 
     def _admit_merge(self) -> WorkItem | None:
         admitted = self.merges.admit()
@@ -309,11 +309,12 @@ class Orchestrator:
             batch: list[WorkItem] = [merge_item] if merge_item is not None else []
             full = False
             for _ in range(parents):
-                parent, minibatch = self.handlers.select()
+                chosen = self.handlers.select()
                 for n in range(mutations):
-                    mb = minibatch if n == 0 else self.handlers.select()[1]
+                    # N mutations of one parent, each on its own minibatch (the parent's pick is the first's).
+                    mb = chosen.minibatch if n == 0 else self.handlers.select().minibatch
                     # The step's own items are not running yet: never wait for them here.
-                    item = await self._admit_one((parent, mb), wait=False)
+                    item = await self._admit_one(Selection(chosen.parent_id, mb, chosen.tags), wait=False)
                     if item is None:
                         full = True
                         break

@@ -7,14 +7,23 @@ naming stages themselves.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Awaitable, Callable, Protocol
+from dataclasses import dataclass, field
+from typing import Awaitable, Callable, Mapping, Protocol
 
 from engine.items import WorkItem
 
 Handler = Callable[[WorkItem], Awaitable["WorkItem | None"]]
 Spawn = Callable[..., "WorkItem | None"]
 """(parent_id, minibatch, payload, stage, chain=None) -> the new item, or None (no budget, draining)."""
+
+
+@dataclass(frozen=True)
+class Selection:
+    """What admission starts an item from: its parent, its minibatch, the selector's tags."""
+
+    parent_id: str
+    minibatch: list[str]
+    tags: Mapping[str, str | int | float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -64,8 +73,8 @@ class SearchHandlers(Protocol):
         """The run's recorder (rows, staleness decisions) and the orchestrator's spawn."""
         ...
 
-    def select(self) -> tuple[str, list[str]]:
-        """(parent id, minibatch) of the next item."""
+    def select(self) -> Selection:
+        """Parent, minibatch and selection tags of the next item."""
         ...
 
     def admitted(self, item: WorkItem) -> None:

@@ -14,7 +14,8 @@ from engine.ledger import EvalRows, Ledger
 from engine.pipeline.modes import mode_named
 from engine.pipeline.spec import Spawn
 from engine.pool import Artifact
-from engine.strategy.protocols import Strategy
+from engine.selection import merge
+from engine.strategy.protocols import Pick, Strategy
 
 
 class KindHandlers:
@@ -39,8 +40,17 @@ class KindHandlers:
         """The ids the kind scores per instance (what Pareto selection compares on)."""
         raise NotImplementedError
 
-    def pick_parent(self) -> str:
+    def pick_parent(self) -> Pick:
         return self.strategy.selector.pick(self.ctx.pool, self.instances, self.ctx.rng)
+
+    @staticmethod
+    def artifact_meta(item: WorkItem) -> dict:
+        """Meta every committed child carries: its item, the version it was made from, a merge's
+        ancestor and the selector's tags."""
+        meta = {"item_id": item.item_id, "from_version": item.created_version, **merge.merge_meta(item)}
+        if item.tags:
+            meta["selection"] = dict(item.tags)
+        return meta
 
     def inspirations(self, parent: Artifact) -> list[Artifact]:
         return self.strategy.context.inspirations(self.ctx.pool, parent, self.ctx.rng)

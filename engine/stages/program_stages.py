@@ -22,7 +22,7 @@ from engine.context import FatalRunError, RunContext
 from engine.items import WorkItem, current_item
 from engine.ledger import EvalRow
 from engine.llm.errors import LLMError
-from engine.pipeline.spec import PipelineSpec, StageSpec
+from engine.pipeline.spec import PipelineSpec, Selection, StageSpec
 from engine.pool import Artifact
 from engine.sandbox import EvalResult, Sandbox
 from engine.selection import merge
@@ -76,9 +76,10 @@ class ProgramStages(KindHandlers):
         return {"sandbox": note() if callable(note) else note}
 
     # -- selection and budget -------------------------------------------------------------
-    def select(self) -> tuple[str, list[str]]:
+    def select(self) -> Selection:
         """The parent the strategy picks; a program has no minibatch."""
-        return self.pick_parent(), []
+        pick = self.pick_parent()
+        return Selection(pick.parent_id, [], pick.tags)
 
     def estimate(self) -> dict[str, float]:
         t = self.ctx.tally
@@ -240,10 +241,10 @@ class ProgramStages(KindHandlers):
             parent_ids=merge.parent_ids(item),
             created_version=0,
             val_scores={SCORE_KEY: item.payload["score"]}, created_at=time.time(),
-            meta={"item_id": item.item_id, "from_version": item.created_version, "metrics": item.payload["metrics"],
+            meta={**self.artifact_meta(item), "metrics": item.payload["metrics"],
                   "feedback": item.payload["feedback"], "diff": prompt.clip(item.payload.get("diff", ""), 4000),
                   "patch_format": self.settings.patch_format, "patch_retries": item.payload.get("patch_retries", 0),
-                  "eval_s": item.payload.get("eval_s"), **merge.merge_meta(item)},
+                  "eval_s": item.payload.get("eval_s")},
         )
         self.ledger.commit(item, art)  # counted and announced there
         item.payload["artifact_id"] = artifact_id

@@ -21,7 +21,7 @@ from engine.items import WorkItem, current_item
 from engine.ledger import EvalRow
 from engine.llm.errors import LLMError
 from engine.llm.shrink import middle_out
-from engine.pipeline.spec import PipelineSpec, StageSpec
+from engine.pipeline.spec import PipelineSpec, Selection, StageSpec
 from engine.pool import Artifact
 from engine.selection import merge
 from engine.stages import reflection
@@ -64,9 +64,10 @@ class PromptStages(SpeculationMixin, ChainMixin, KindHandlers):
         return self.ctx.task.val_ids
 
     # -- selection and budget -------------------------------------------------------------
-    def select(self) -> tuple[str, list[str]]:
+    def select(self) -> Selection:
         """A parent chosen by the strategy and the next training minibatch."""
-        return self.pick_parent(), self.ctx.sampler.next()
+        pick = self.pick_parent()
+        return Selection(pick.parent_id, self.ctx.sampler.next(), pick.tags)
 
     def admitted(self, item: WorkItem) -> None:
         if self.mode.chains:
@@ -332,7 +333,6 @@ class PromptStages(SpeculationMixin, ChainMixin, KindHandlers):
         return val
 
     async def update(self, item: WorkItem) -> None:
-        ctx = self.ctx
         artifact_id = f"a{item.item_id[1:]}"
         if item.speculative is not None:
             if not self.settle_speculative(item):
@@ -347,9 +347,8 @@ class PromptStages(SpeculationMixin, ChainMixin, KindHandlers):
             created_version=0,
             val_scores=item.payload["val"],
             created_at=time.time(),
-            meta={"item_id": item.item_id, "from_version": item.created_version,
-                  **({"rebased": item.payload["rebased"]} if "rebased" in item.payload else {}),
-                  **merge.merge_meta(item), **part_meta},
+            meta={**self.artifact_meta(item),
+                  **({"rebased": item.payload["rebased"]} if "rebased" in item.payload else {}), **part_meta},
             components=parts,
         )
         self.ledger.commit(item, art, item.payload.get("val_feedback", {}))

@@ -26,8 +26,7 @@ class SpeculationMixin:
             val_scores={t["example_id"]: t["score"] for t in prefix},
             status="speculative",
             created_at=time.time(),
-            meta={"item_id": item.item_id, "partial": partial, "threshold": threshold,
-                  **merge.merge_meta(item)},
+            meta={**self.artifact_meta(item), "partial": partial, "threshold": threshold},
         )
         change = self.ledger.insert_speculative(item, art, partial, threshold)
         item.speculative = SpeculativeEntry(art.artifact_id, threshold, change.version)

@@ -8,7 +8,7 @@ from typing import Mapping, Sequence
 
 from engine.pool import Artifact
 from engine.selection.pareto import front_weights, sample_parent
-from engine.strategy.protocols import Archive
+from engine.strategy.protocols import Archive, Pick
 
 
 def _rank_key(a: Artifact) -> tuple[float, int]:
@@ -23,8 +23,8 @@ class ParetoSelector:
 
     name: str = "Pareto front per instance (GEPA)"
 
-    def pick(self, archive: Archive, instances: Sequence[str], rng: random.Random) -> str:
-        return sample_parent(front_weights(archive, instances), rng)  # type: ignore[arg-type]
+    def pick(self, archive: Archive, instances: Sequence[str], rng: random.Random) -> Pick:
+        return Pick(sample_parent(front_weights(archive, instances), rng))  # type: ignore[arg-type]
 
     def merge_weights(self, archive: Archive, instances: Sequence[str]) -> Mapping[str, int]:
         return front_weights(archive, instances, confirmed=True)  # type: ignore[arg-type]
@@ -39,13 +39,13 @@ class TournamentSelector:
     explore_prob: float
     name: str = "elite tournament + exploration (OpenEvolve)"
 
-    def pick(self, archive: Archive, instances: Sequence[str], rng: random.Random) -> str:
+    def pick(self, archive: Archive, instances: Sequence[str], rng: random.Random) -> Pick:
         arts = archive.live()
         if rng.random() < self.explore_prob:
-            return rng.choice(arts).artifact_id
+            return Pick(rng.choice(arts).artifact_id)
         elite = sorted(arts, key=_rank_key)[: self.elite_size]
         entrants = rng.sample(elite, min(self.tournament_size, len(elite)))
-        return max(entrants, key=lambda a: (a.val_mean, -a.created_version)).artifact_id
+        return Pick(max(entrants, key=lambda a: (a.val_mean, -a.created_version)).artifact_id)
 
     def merge_weights(self, archive: Archive, instances: Sequence[str]) -> Mapping[str, int]:
         elite = sorted(archive.confirmed(), key=_rank_key)[: self.elite_size]

@@ -12,7 +12,7 @@ Adding a strategy: one module that composes parts (new ones or those in parts.py
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Hashable, Iterable, Mapping, Protocol, Sequence, TypeVar
 
 from engine.pool import Artifact
@@ -38,13 +38,23 @@ class Archive(Protocol):
     def index(self, key: Hashable, build) -> object: ...
 
 
+@dataclass(frozen=True)
+class Pick:
+    """A selector's choice: the parent, and tags that travel with the item to the archive (e.g.
+    the island it was picked in): the committed child's meta["selection"] carries them, so an
+    archive can place the child and rebuild itself from the pool on resume."""
+
+    parent_id: str
+    tags: Mapping[str, str | int | float] = field(default_factory=dict)
+
+
 class ParentSelector(Protocol):
     """Picks the artifact the next proposal improves, and ranks candidates for merges."""
 
     name: str
 
-    def pick(self, archive: Archive, instances: Sequence[str], rng: random.Random) -> str:
-        """The parent's id. `instances` are the ids the kind scores per instance (validation
+    def pick(self, archive: Archive, instances: Sequence[str], rng: random.Random) -> Pick:
+        """The parent. `instances` are the ids the kind scores per instance (validation
         examples of a prompt task; a program task's one score)."""
         ...
 

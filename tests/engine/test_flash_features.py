@@ -12,7 +12,7 @@ import asyncio
 import json
 import math
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import pytest
 from hypothesis import given, settings
@@ -683,9 +683,9 @@ async def speculative_child_scenario(harness, policy: dict):
     select = handlers.select
 
     def select_speculative():
-        parent, mb = select()
+        chosen = select()
         spec = [a.artifact_id for a in run.ctx.pool.live() if a.status == "speculative"]
-        return (spec[0] if spec else parent), mb
+        return replace(chosen, parent_id=spec[0]) if spec else chosen
 
     handlers.select = select_speculative
     hold_rest_1 = fake.hold(spec_rest(run))
