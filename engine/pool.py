@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Callable, Hashable, Iterable, Mapping, Protocol, TypeVar
 
-from engine.components import Component, Components
+from engine.components import Component, Components, parse_rendering
 
 
 @dataclass(frozen=True)
@@ -29,7 +29,9 @@ class Artifact:
     meta: Mapping[str, object] = field(default_factory=dict)
     components: Components | None = None
     """Named parts (engine/components.py); None = one implicit component, `text`. When set,
-    `text` is their rendering, so readers that need one string never look here."""
+    `text` is their rendering, so readers that need one string never look here. `Pool.add`
+    reads them back from the text of an artifact that brings none when its first parent has
+    some (an artifact built from its text alone)."""
 
     @property
     def parts(self) -> Components:
@@ -176,10 +178,18 @@ class Pool:
             status=artifact.status,
             created_at=artifact.created_at,
             meta=MappingProxyType(dict(artifact.meta)),
-            components=artifact.components,
+            components=artifact.components if artifact.components is not None else self._inherited(artifact),
         )
         self._committed(stored)
         return self._logged(PoolChange(self.version, "add", stored.artifact_id, MappingProxyType(dict(detail or {}))))
+
+    def _inherited(self, artifact: Artifact) -> Components | None:
+        """Components read back from the text with the first parent's names, for an artifact
+        built from its text alone (the speculative insert): its text is then a rendering."""
+        if not artifact.parent_ids:
+            return None
+        template = self._artifacts[artifact.parent_ids[0]].components
+        return parse_rendering(artifact.text, template) if template is not None else None
 
     def restore(self, artifacts: list[Artifact], changes: list[PoolChange]) -> None:
         """Rebuild from persisted state (resume); the changelog must be contiguous from 1."""

@@ -44,11 +44,6 @@ class PromptStages(SpeculationMixin, ChainMixin, KindHandlers):
         if self.mode.chains and not strategy.acceptance.gated:
             raise ValueError(f"mode {self.mode.name} hands each step on at the minibatch gate; strategy "
                              f"{strategy.name} has no gate (use strategy gepa, or mode async)")
-        self.multi = ctx.task.seed_components is not None
-        if self.multi and ctx.config.pipeline.speculation:
-            # A speculative insert is built from the child's text alone (stages/speculation.py).
-            raise ValueError(f"task {ctx.task.name} has named components; speculation does not support them "
-                             "yet (set [pipeline] speculation = false)")
         self._next_component: dict[str, int] = {}
         """Round robin per parent (GEPA): the parent's next component to rewrite."""
 
@@ -318,7 +313,7 @@ class PromptStages(SpeculationMixin, ChainMixin, KindHandlers):
         cfg = ctx.config.pipeline
         order = ctx.val_order.order if ctx.val_order is not None else ctx.task.val_ids
         ctx.bus.publish(ev.EvaluationStart(item_id=item.item_id, split="val", n_examples=len(order)))
-        if not cfg.speculation or ctx.val_order is None or self.multi:  # multi: refused at setup, see __init__
+        if not cfg.speculation or ctx.val_order is None:
             val = await self.run_examples(child, order, "evaluate")
         else:
             cut = ctx.val_order.prefix_size(cfg.spec_alpha)

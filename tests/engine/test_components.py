@@ -192,7 +192,11 @@ async def test_all_mode_rewrites_every_evolvable_component(harness) -> None:
     assert all(a.components[2].text == "Never explain." for a in children)
 
 
-async def test_speculation_with_components_is_refused_at_setup(harness) -> None:
+async def test_a_speculative_insert_gets_its_components_from_its_text(harness) -> None:
     components_task(harness.task_dir)
-    with pytest.raises(Exception, match="speculation"):
-        await harness.create(pipeline={"mode": "async", "speculation": True})
+    run = await harness.create(pipeline={"mode": "async", "speculation": True, "spec_alpha": 0.5,
+                                         "max_in_flight": 2}, budget={"max_proposals": 4})
+    await harness.run_to_end(run)
+    assert run.ctx.tally.speculative_inserted > 0
+    for a in run.ctx.pool.artifacts():
+        assert a.components is not None and a.text == comp.render(a.components)
