@@ -47,7 +47,7 @@ async def test_lineage_diff_is_per_component() -> None:
     async with app.run_test(size=(160, 48)) as pilot:
         await pilot.press("3")
         await pilot.pause()
-        await pilot.press("down", "enter")
+        await pilot.press("down", "down", "enter")
         await pilot.pause()
         text = shown(app.screen.query_one(DiffView))
         assert "── [format] ──" in text and "unchanged: [role], [reply]" in text
