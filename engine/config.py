@@ -254,11 +254,36 @@ class PipelineConfig(_Model):
         return {**DEFAULT_WORKERS, **v}
 
 
+class LoongFlowConfig(_Model):
+    """The loongflow strategy's archive and selection ([strategy.loongflow]; README "Strategies")."""
+
+    islands: int = Field(3, ge=1)
+    """Islands in a ring; children stay in the island their parent was picked in."""
+    migration_interval: int = Field(10, ge=1)
+    """Every this many committed artifacts, each island's top elites join both ring neighbours."""
+    migration_share: float = Field(0.2, gt=0, le=1)
+    """The share of an island's elites that migrates (at least one)."""
+    bins: int | None = Field(None, ge=1)
+    """MAP-Elites bins per feature dimension; None: the integer square root of the island's size."""
+    population_cap: int = Field(30, ge=1)
+    """Members per island; the worst non-elites are evicted first, the global best never."""
+    temperature_rule: Literal["paper", "released_code"] = "paper"
+    """How the Boltzmann temperature follows an island's diversity (engine/strategy/boltzmann.py)."""
+    tau_base: float = Field(1.0, gt=0)
+    explore_prob: float = Field(0.1, ge=0, le=1)
+    """Chance of a uniform pick among the island's members (doubled while the island stagnates)."""
+    stagnation_k: int = Field(10, ge=1)
+    """An island whose best has not improved over this many commits stagnates."""
+    inspirations: int = Field(3, ge=0)
+    """The island's top elites shown to the proposer besides the parent."""
+
+
 class StrategyConfig(_Model):
     name: str | None = None
     """The search strategy (`evotui strategies` lists them): parent selection, context, proposal
     operators, acceptance and archive. None: the task kind's default (prompt: gepa, program:
     openevolve)."""
+    loongflow: LoongFlowConfig = Field(default_factory=LoongFlowConfig)
 
 
 class RunConfig(_Model):

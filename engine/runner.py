@@ -355,7 +355,7 @@ def _check_combination(config: RunConfig, task) -> None:
         raise SetupError(f"task {task.name}: mode {mode.name} is for {' and '.join(sorted(mode.kinds))} tasks; "
                          f"{task.kind} tasks run in mode async, sync or pxn")
     try:
-        strategy = build_strategy(config.strategy.name, task.kind, search_params(task))
+        strategy = build_strategy(config.strategy.name, task.kind, search_params(task, config))
     except UnknownStrategy as exc:
         raise SetupError(str(exc)) from None
     if mode.chains and not strategy.acceptance.gated:

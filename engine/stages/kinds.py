@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from engine.config import RunConfig
 from engine.context import RunContext
 from engine.pipeline.spec import SearchHandlers
 from engine.stages.program_stages import ProgramStages
@@ -9,18 +10,20 @@ from engine.stages.prompt_stages import PromptStages
 from engine.strategy import SearchParams, Strategy, build
 
 
-def search_params(task) -> SearchParams:
-    """A program task's [program] selection settings; a prompt task has none (the defaults)."""
+def search_params(task, config: RunConfig) -> SearchParams:
+    """A program task's [program] selection settings (a prompt task has none: the defaults) and
+    the run's per-strategy tables."""
+    options = {"loongflow": config.strategy.loongflow.model_dump()}
     if task.kind != "program":
-        return SearchParams()
+        return SearchParams(options=options)
     s = task.settings
     return SearchParams(tournament_size=s.tournament_size, elite_size=s.elite_size, explore_prob=s.explore_prob,
-                        num_top=s.num_top, num_diverse=s.num_diverse)
+                        num_top=s.num_top, num_diverse=s.num_diverse, options=options)
 
 
 def strategy_for(ctx: RunContext) -> Strategy:
     """The run's strategy ([strategy] name, else the kind's default); UnknownStrategy if none has that name."""
-    return build(ctx.config.strategy.name, ctx.task.kind, search_params(ctx.task))
+    return build(ctx.config.strategy.name, ctx.task.kind, search_params(ctx.task, ctx.config))
 
 
 def build_handlers(ctx: RunContext, strategy: Strategy | None = None) -> SearchHandlers:

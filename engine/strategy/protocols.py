@@ -95,6 +95,9 @@ class SearchParams:
     explore_prob: float = 0.2
     num_top: int = 2
     num_diverse: int = 1
+    options: Mapping[str, Mapping[str, object]] = field(default_factory=dict)
+    """Per-strategy settings by strategy name (the run's [strategy.<name>] table, validated by
+    engine/config.py), as plain data so strategies need not import the config."""
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,35 @@
+"""loongflow: LoongFlow's evolutionary memory (Wan et al. 2025) without its PES agents. Islands
+in a ring, each a MAP-Elites grid over text length and novelty (engine/selection/islands.py),
+elites migrating to both neighbours every few commits; a parent by adaptive Boltzmann selection
+within an island, its temperature following the island's diversity (boltzmann.py); the parent
+shown with its island's top elites; every evaluated candidate joins (cells keep the best)."""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+from engine.selection.islands import IslandSettings
+from engine.strategy.boltzmann import BoltzmannIslandSelector, IslandElites
+from engine.strategy.parts import Population
+from engine.strategy.protocols import SearchParams, Strategy
+from engine.strategy.registry import register
+
+SUMMARY = "island ring of MAP-Elites grids, migration, adaptive Boltzmann parents, whole population (LoongFlow)"
+
+ISLAND_KEYS = ("islands", "migration_interval", "migration_share", "bins", "population_cap")
+SELECTOR_KEYS = ("temperature_rule", "tau_base", "explore_prob", "stagnation_k")
+
+
+def _options(params: SearchParams) -> Mapping[str, object]:
+    # engine/config.py (LoongFlowConfig) validated these; a run built without a config has none.
+    return params.options.get("loongflow", {})
+
+
+@register("loongflow", SUMMARY)
+def loongflow(params: SearchParams) -> Strategy:
+    opts = _options(params)
+    settings = IslandSettings(**{k: opts[k] for k in ISLAND_KEYS if k in opts})  # type: ignore[arg-type]
+    selector = BoltzmannIslandSelector(settings, **{k: opts[k] for k in SELECTOR_KEYS if k in opts})  # type: ignore[arg-type]
+    context = IslandElites(settings, int(opts.get("inspirations", 3)))  # type: ignore[arg-type]
+    return Strategy(name="loongflow", summary=SUMMARY, selector=selector, context=context,
+                    acceptance=Population(), merges=False)
