@@ -21,12 +21,14 @@ cell's elite is its best member (a tie keeps the older). Rescaling as the island
 members between cells, so the grid is a view of the members rather than a store of its own.
 
 Live updates: a new artifact is folded in at once; a change to a known artifact (a speculative
-one confirmed, rescored or removed) replays the fold on the next read, which keeps the live
-index equal to one rebuilt from the final states.
+one confirmed, rescored or removed) replays the fold, on the next read, from the checkpoint
+before it (one every CHECKPOINT_EVERY artifacts), which keeps the live index equal to one
+rebuilt from the final states at a cost independent of the pool's size.
 """
 
 from __future__ import annotations
 
+import bisect
 import math
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping
@@ -76,6 +78,26 @@ class Island:
 
 
 @dataclass(frozen=True)
+class _Checkpoint:
+    """The fold's state after its first `pos` artifacts (commit order)."""
+
+    pos: int
+    count: int
+    best_id: str | None
+    references: Mapping[str, frozenset[str]]
+    islands: tuple[Island, ...]
+
+    @staticmethod
+    def initial(islands: int) -> _Checkpoint:
+        return _Checkpoint(0, 0, None, {}, tuple(Island(i) for i in range(islands)))
+
+
+CHECKPOINT_EVERY = 32
+"""Artifacts between the fold's checkpoints: a speculative artifact confirmed or removed replays
+at most this many plus those committed since it."""
+
+
+@dataclass(frozen=True)
 class Grid:
     cell_of: Mapping[str, Cell]
     elites: Mapping[Cell, str]
@@ -101,52 +123,81 @@ class IslandArchive:
 
     def __init__(self, settings: IslandSettings, artifacts: Iterable[Artifact] = ()) -> None:
         self.settings = settings
-        self._latest: dict[str, Artifact] = {}
+        self._arts: dict[str, Artifact] = {}
+        """Every artifact's latest state (members are read here; a change replays the fold
+        from before it, so a state read during the fold is the one it was placed with)."""
         for art in artifacts:
-            self._latest[art.artifact_id] = art
-        self._replay()
+            self._arts[art.artifact_id] = art
+        self._order = sorted((a.created_version, a.artifact_id) for a in self._arts.values())
+        self._trait_cache: dict[tuple[str, tuple[str, ...]], Traits] = {}
+        """Traits by (artifact, reference ids), kept across replays."""
+        self._traits: dict[str, Traits] = {}
+        self._checkpoints: dict[int, _Checkpoint] = {}
+        self._dirty_from: int | None = None
+        self._restore(_Checkpoint.initial(settings.islands))
+        self._fold()
 
     # -- the fold ---------------------------------------------------------------------------
-    def _reset(self) -> None:
-        self.islands = [Island(i) for i in range(self.settings.islands)]
-        self.count = 0
-        """Live artifacts folded in (what migration and stagnation count)."""
-        self._arts: dict[str, Artifact] = {}
-        self._traits: dict[str, Traits] = {}
-        self._references: list[frozenset[str]] = []
-        self._best_id: str | None = None
-        self._placed_upto = 0
+    def _restore(self, cp: _Checkpoint) -> None:
+        self.islands = [Island(i.index, dict(i.members), i.best, i.improved_at, i.evicted) for i in cp.islands]
+        self.count, self._best_id, self._pos = cp.count, cp.best_id, cp.pos
+        """count: live artifacts folded in (what migration and stagnation count)."""
+        self._references = dict(cp.references)
         self._grids: dict[int, Grid] = {}
-        self._dirty = False
+        self._checkpoints = {p: c for p, c in self._checkpoints.items() if p <= cp.pos}
+        self._checkpoints[cp.pos] = cp
 
-    def _replay(self) -> None:
-        self._reset()
-        for art in sorted(self._latest.values(), key=lambda a: a.created_version):
-            self._place(art)
+    def _checkpoint(self) -> None:
+        self._checkpoints[self._pos] = _Checkpoint(
+            self._pos, self.count, self._best_id, dict(self._references),
+            tuple(Island(i.index, dict(i.members), i.best, i.improved_at, i.evicted) for i in self.islands))
+
+    def _fold(self) -> None:
+        """Place the artifacts not folded in yet, in commit order."""
+        while self._pos < len(self._order):
+            self._place(self._arts[self._order[self._pos][1]])
+            self._pos += 1
+            if self._pos % CHECKPOINT_EVERY == 0:
+                self._checkpoint()
 
     def apply(self, artifact: Artifact) -> None:
         aid = artifact.artifact_id
-        known = aid in self._latest
-        self._latest[aid] = artifact
-        if known or self._dirty or artifact.created_version <= self._placed_upto:
-            self._dirty = True  # a changed state: replay the fold when next read
+        known = aid in self._arts
+        self._arts[aid] = artifact
+        if not known:
+            entry = (artifact.created_version, aid)
+            if self._order and entry < self._order[-1]:
+                bisect.insort(self._order, entry)
+            else:
+                self._order.append(entry)
+        if known or self._dirty_from is not None or self._pos < len(self._order) - 1:
+            # A changed state (a speculative artifact confirmed or removed): replay from the
+            # checkpoint before it when next read.
+            v = artifact.created_version
+            self._dirty_from = v if self._dirty_from is None else min(self._dirty_from, v)
         else:
-            self._place(artifact)
+            self._fold()
 
     def _fresh(self) -> None:
-        if self._dirty:
-            self._replay()
+        if self._dirty_from is None:
+            return
+        first = bisect.bisect_left(self._order, (self._dirty_from, ""))
+        self._dirty_from = None
+        self._restore(self._checkpoints[max(p for p in self._checkpoints if p <= first)])
+        self._fold()
 
     def _place(self, art: Artifact) -> None:
-        self._placed_upto = art.created_version
         if not is_live(art):
             return
         aid = art.artifact_id
         self.count += 1
-        self._arts[aid] = art
         if art.status == "seed" or not self._references:
-            self._references.append(trigrams(art.text))
-        self._traits[aid] = self._traits_of(art)
+            self._references[aid] = trigrams(art.text)
+        key = (aid, tuple(self._references))
+        traits = self._trait_cache.get(key)
+        if traits is None:
+            traits = self._trait_cache[key] = self._traits_of(art)
+        self._traits[aid] = traits
         if self._best_id is None or rank_key(art) > rank_key(self._arts[self._best_id]):
             self._best_id = aid
         if art.status == "seed":
@@ -159,7 +210,8 @@ class IslandArchive:
 
     def _traits_of(self, art: Artifact) -> Traits:
         grams = trigrams(art.text)
-        novelty = sum(jaccard_distance(grams, ref) for ref in self._references) / len(self._references)
+        refs = self._references.values()
+        novelty = sum(jaccard_distance(grams, ref) for ref in refs) / len(refs)
         return Traits(len(art.text), art.text.count("\n") + 1, frozenset(art.text), novelty)
 
     def _home_for(self, art: Artifact) -> int:

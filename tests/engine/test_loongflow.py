@@ -204,6 +204,22 @@ def test_live_islands_equal_islands_rebuilt_from_the_pool(cfg: IslandSettings, o
     assert after is not before and after.state() == live.state()
 
 
+def test_a_long_run_with_speculation_replays_from_checkpoints_and_matches_a_rebuild() -> None:
+    cfg = IslandSettings(islands=3, population_cap=8, migration_interval=7)
+    pool, live = seeded(cfg)
+    selector = BoltzmannIslandSelector(cfg)
+    rng = random.Random(11)
+    for n in range(300):  # many checkpoints; half the children speculative, resolved a few commits later
+        pick = selector.pick(pool, [], rng)
+        add(pool, f"a{n}", rng.random(), TEXTS[n % len(TEXTS)] + str(n), island=int(pick.tags["island"]),
+            status="speculative" if n % 2 else "confirmed", parents=(pick.parent_id,))
+        if n % 2 and n > 4:
+            late = f"a{n - 4}"
+            pool.set_status(late, "removed" if n % 3 == 0 else "confirmed",
+                            val_scores=None if n % 3 == 0 else {"score": rng.random()})
+    assert IslandArchive(cfg, pool.artifacts()).state() == live.state()
+
+
 # -- the selector and context -----------------------------------------------------------------------
 def test_empty_islands_are_picked_first_and_the_pick_carries_its_island() -> None:
     cfg = IslandSettings(islands=3, migration_interval=100)
