@@ -18,7 +18,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from engine.pool import Artifact
+from engine.components import from_json as components_from_json
+from engine.pool import Artifact, PoolChange
 
 
 @dataclass
@@ -214,7 +215,8 @@ class RunState:
 
 
 def artifact_from_row(row: Mapping[str, Any]) -> Artifact:
-    """A pool artifact from its decoded artifacts row (resume and the stored snapshot alike)."""
+    """A pool artifact from its decoded artifacts row (resume and the stored snapshot alike);
+    components_json (NULL for one-component artifacts) comes back exactly as stored."""
     return Artifact(
         artifact_id=row["artifact_id"],
         text=row["text"],
@@ -224,4 +226,10 @@ def artifact_from_row(row: Mapping[str, Any]) -> Artifact:
         status=row["status"],
         created_at=row["created_at"],
         meta=row["meta"] or {},
+        components=components_from_json(row.get("components")),
     )
+
+
+def change_from_row(row: Mapping[str, Any]) -> PoolChange:
+    """A pool change from its decoded pool_events row."""
+    return PoolChange(row["version"], row["kind"], row["artifact_id"], row["detail"] or {})

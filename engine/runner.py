@@ -30,8 +30,8 @@ from engine.llm.local import LocalServerError, client_endpoint, start_for_config
 from engine.llm.sim import sim_transport
 from engine.pipeline.orchestrator import Orchestrator
 from engine.staleness import make_policy
-from engine.pool import PoolChange, Pool
-from engine.run_state import RunState, artifact_from_row
+from engine.pool import Pool
+from engine.run_state import RunState, artifact_from_row, change_from_row
 from engine.selection.pareto import MinibatchSampler
 from engine.selection.val_order import ValidationOrder
 from engine.snapshot import EngineSnapshot, build_snapshot
@@ -441,16 +441,8 @@ async def _build_context(run_id: str, config: RunConfig, task: PromptTask, store
 
 def _restore(ctx: RunContext, record) -> list[WorkItem]:
     """Pool, run state and budget from the store; returns the interrupted items to re-enqueue."""
-    # components_json (NULL for one-component artifacts) back into the Artifact, exactly as stored.
-    # Imported here: this function is the one part of the module that reads components.
-    import dataclasses
-
-    from engine.components import from_json as components_from_json
-
-    artifacts = [dataclasses.replace(artifact_from_row(a), components=components_from_json(a.get("components")))
-                 for a in record.artifacts]
-    changes = [PoolChange(e["version"], e["kind"], e["artifact_id"], e["detail"] or {}) for e in record.pool_events]
-    ctx.pool.restore(artifacts, changes)
+    artifacts = [artifact_from_row(a) for a in record.artifacts]
+    ctx.pool.restore(artifacts, [change_from_row(e) for e in record.pool_events])
     seed = next((a for a in artifacts if a.status == "seed"), None)
     ctx.seed_id = seed.artifact_id if seed else ""
     # One deserializer for both columns, this release's and the previous one's.

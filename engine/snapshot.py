@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from engine.budget import KEYS as BUDGET_KEYS
 from engine.config import DEFAULT_MAX_GAP
-from engine.pool import Artifact, TopIndex, is_confirmed
-from engine.run_state import RunState, artifact_from_row
+from engine.pool import Artifact, Pool
+from engine.run_state import RunState, artifact_from_row, change_from_row
 
 if TYPE_CHECKING:
     from engine.pipeline.orchestrator import Orchestrator
@@ -103,7 +103,9 @@ class StoredRun:
     row: Mapping[str, Any]
     """Its runs row."""
     artifacts: Sequence[Mapping[str, Any]]
-    """Its artifacts rows."""
+    """Its artifacts rows (read after pool_events, so every artifact a change names is here)."""
+    pool_events: Sequence[Mapping[str, Any]]
+    """Its pool_events rows: the changelog, which decides the pool's version and best."""
 
 
 def build_snapshot(source: "Orchestrator | StoredRun") -> EngineSnapshot:
@@ -198,7 +200,9 @@ def _stored_fields(run: StoredRun) -> tuple[dict[str, Any], RunState]:
     config = row.get("config") or {}
     pipeline = config.get("pipeline") or {}
     budget_cfg = config.get("budget") or {}
-    artifacts = [artifact_from_row(a) for a in run.artifacts]
+    # The pool a resume would rebuild, so version, seed and best are what the live run says.
+    pool = Pool()
+    pool.restore([artifact_from_row(a) for a in run.artifacts], [change_from_row(e) for e in run.pool_events])
     policy = str(row.get("policy") or "")
     t = state.tally
     where = dict(
@@ -209,10 +213,8 @@ def _stored_fields(run: StoredRun) -> tuple[dict[str, Any], RunState]:
         backend=str(row.get("backend") or "?"),
         simulated=str(row.get("backend") or "").startswith("simulated"),
         elapsed_s=float(state.budget.get("wall_s", 0.0)),
-        # The pool's own ranking (Pool.best() is this index over the live pool).
-        **_pool_fields(int(row.get("pool_version") or 0), len(artifacts),
-                       next((a for a in artifacts if a.status == "seed"), None),
-                       TopIndex(is_confirmed, artifacts).top()),
+        **_pool_fields(pool.version, len(pool), next((a for a in pool.artifacts() if a.status == "seed"), None),
+                       pool.best()),
         in_flight_items=0,
         stages=(),
         llm=(LLMSnapshot("all", "", 0, t.llm_calls, t.llm_errors, t.llm_retries),),

@@ -35,6 +35,7 @@ class AttachBackend(Backend):
         self._hist = _Histories()
         self._row: dict[str, Any] = {}
         self._artifact_rows: list[dict[str, Any]] = []
+        self._pool_events: list[dict[str, Any]] = []
         self._artifacts: list[ArtifactView] = []
         self._reviews_seen = 0
         self._live: EngineSnapshot | None = None
@@ -90,6 +91,8 @@ class AttachBackend(Backend):
             self._row = rows[0]
             if old is not None and old != self._row["status"]:
                 self._lines.append(f"{time.strftime('%H:%M:%S')} run status {old} -> {self._row['status']}")
+        # The changelog first: every artifact a change names is then among the artifacts read.
+        events = await self.store.fetch_rows("pool_events", self.run_id)
         arts = await self.store.fetch_rows("artifacts", self.run_id)
         reviews = await self.store.fetch_rows("reviews", self.run_id)
         notes = {r["item_id"]: f"{r['decision']} at {r['gate']}" for r in reviews}
@@ -102,7 +105,7 @@ class AttachBackend(Backend):
             if a["artifact_id"] not in known and self._artifacts:
                 self._lines.append(f"{time.strftime('%H:%M:%S', time.localtime(a['created_at']))} candidate_accepted "
                                    f"artifact_id={a['artifact_id']} val_mean={a['val_mean']}")
-        self._artifact_rows = arts
+        self._artifact_rows, self._pool_events = arts, events
         self._artifacts = [
             ArtifactView(a["artifact_id"], (a["parent_ids"] or [None])[0], a["created_version"], a["status"],
                          a["val_mean"], a["text"],
@@ -123,7 +126,7 @@ class AttachBackend(Backend):
     def _db_snapshot(self) -> EngineSnapshot:
         """Without the control socket: the snapshot of what the database holds, made by the same
         builder as the live one, from the stored run state (no queues, no per-endpoint figures)."""
-        return build_snapshot(StoredRun(self.run_id, self._row, self._artifact_rows))
+        return build_snapshot(StoredRun(self.run_id, self._row, self._artifact_rows, self._pool_events))
 
     def frame(self) -> Frame | None:
         if not self._row:
