@@ -89,6 +89,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     bench_db.add_parser(sub)  # evotui bench-db: database bytes per proposal, LLM texts off/on
 
+    from evotui import trace_cmd
+
+    trace_cmd.add_parsers(sub, DEFAULT_DB)  # evotui export / import / analyze / replay (EvoTrace)
+
     sim = sub.add_parser("sim-server", help="serve the simulated backend on 127.0.0.1 over HTTP")
     sim.add_argument("--port", type=int, default=8000)
     sim.add_argument("--host", default="127.0.0.1")
@@ -130,6 +134,16 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _dispatch(args: argparse.Namespace) -> int:
+    if args.command in ("export", "import", "analyze", "replay"):
+        from evotui import trace_cmd
+
+        return trace_cmd.main(args)
+    if args.command == "resume":
+        from evotui import trace_cmd
+
+        refusal = asyncio.run(trace_cmd.refuse_imported(args.db, args.run_id))
+        if refusal:
+            raise UsageError(refusal)
     if args.command in ("run", "resume"):
         return _run(args)
     if args.command == "attach":

@@ -6,7 +6,7 @@ another program's SQLite file is refused instead of being written into.
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 # "evot" as a big-endian 32-bit integer, the SQLite convention for application ids.
 APPLICATION_ID = int.from_bytes(b"evot", "big")
 
@@ -184,8 +184,21 @@ _V4: tuple[str, ...] = (
     "ALTER TABLE artifacts ADD COLUMN components_json TEXT",
 )
 
+# v5: the edit-type judge's answers (engine/trace/analyze/edits.py), keyed by the sha256 of the
+# judge prompt's version, the judge model and the diff, so a second `evotui analyze` of the same
+# edits asks no LLM. Not per run: the same diff in two runs (or an imported copy) is judged once.
+_V5: tuple[str, ...] = (
+    """CREATE TABLE judge_labels (
+        key TEXT PRIMARY KEY,
+        model TEXT NOT NULL,
+        labels_json TEXT NOT NULL,
+        invalid_answers INTEGER NOT NULL DEFAULT 0,
+        created_at REAL NOT NULL
+    )""",
+)
+
 # MIGRATIONS[i] brings a database from version i to version i + 1. Append, never edit old entries.
-MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1, _V2, _V3, _V4)
+MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1, _V2, _V3, _V4, _V5)
 assert len(MIGRATIONS) == SCHEMA_VERSION
 
 RUN_COLUMNS: tuple[str, ...] = (

@@ -87,6 +87,8 @@ _SQL = {
     "insert_staleness": _insert("staleness", _STALE_COLS),
     "insert_review": _insert("reviews", _REVIEW_COLS),
     "delete_run": "DELETE FROM runs WHERE run_id = ?",
+    "put_judge_labels": ("INSERT OR REPLACE INTO judge_labels (key, model, labels_json, invalid_answers, created_at) "
+                         "VALUES (?, ?, ?, ?, ?)"),
 }
 _UPDATABLE = frozenset(RUN_COLUMNS) - {"run_id"}
 
@@ -299,6 +301,12 @@ class Store:
     def _put_blob(self, h: bytes, size: int, raw: bytes) -> None:
         self._put_sql("insert_blob", blobs.INSERT_SQL, (h, size, raw))
 
+    def put_judge_labels(self, key: str, *, model: str, labels: list[str], invalid_answers: int,
+                         created_at: float) -> None:
+        """Cache an edit-type judge's answer (schema v5) under key (a hash of prompt, model, diff)."""
+        self._put_sql("put_judge_labels", _SQL["put_judge_labels"],
+                      (key, model, json.dumps(sorted(labels)), int(invalid_answers), created_at))
+
     def insert_staleness(self, run_id: str, *, item_id: str, stage: str, policy: str | None,
                          gap: int | None, item_version: int | None, pool_version: int | None,
                          decision: str, reason: str | None, created_at: float, tokens: int = 0,
@@ -367,6 +375,18 @@ class Store:
             if len(rows) < page:
                 return
             after = rows[-1]["call_id"]
+
+    async def judge_labels(self, keys: list[str]) -> dict[str, list[str]]:
+        """Cached judge answers (schema v5) for those keys that have one."""
+        out: dict[str, list[str]] = {}
+        async with self._lock:
+            conn = self._reader()
+            for start in range(0, len(keys), 500):
+                chunk = keys[start:start + 500]
+                rows = await conn.execute_fetchall(
+                    f"SELECT key, labels_json FROM judge_labels WHERE key IN ({', '.join('?' * len(chunk))})", chunk)
+                out.update({str(k): list(json.loads(v)) for k, v in rows})
+        return out
 
     async def text_stats(self, run_id: str) -> dict[str, int]:
         """calls, calls_with_text, and the blobs (count, stored bytes, raw bytes) the run's calls name."""
