@@ -109,3 +109,23 @@ def test_bad_input(run: tuple[Path, str], tmp_path: Path) -> None:
     (good / "contexts.jsonl").unlink()
     proc = evotui("import", str(good), "--db", str(tmp_path / "i.db"))
     assert proc.returncode == 2 and "contexts.jsonl" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_analyze_twice_second_makes_no_llm_call(run: tuple[Path, str], tmp_path: Path) -> None:
+    db, run_id = run
+    report = tmp_path / "report.html"
+    proc = evotui("analyze", run_id, "--db", str(db), "--json", "--html", str(report))
+    assert proc.returncode == 0, proc.stderr
+    first = json.loads(proc.stdout)
+    assert first["lineage"]["best_depth"] >= 1 and 0 <= first["lineage"]["dead_branch_share"] <= 1
+    assert first["cycling"]["added_lines"] > 0 and set(first["cycling"]["by_class"]) == {"literal", "tuning", "trivial"}
+    et = first["edit_types"]
+    assert et["judge_calls"] >= 1 and et["unknown"] == 0 and any(r["edits"] for r in et["labels"])
+    page = report.read_text()
+    assert "<svg" in page and "src=" not in page and "<link" not in page  # self-contained
+    second = json.loads(evotui("analyze", run_id, "--db", str(db), "--json").stdout)
+    assert second["edit_types"]["judge_calls"] == 0 and second["edit_types"]["cached"] == et["edits"]
+    assert second["edit_types"]["labels"] == et["labels"]
+    text = evotui("analyze", run_id, "--db", str(db))
+    assert all(s in text.stdout for s in ("LINEAGE", "CYCLING", "EDIT TYPES"))
+    assert evotui("analyze", "nope", "--db", str(db)).returncode == 2
