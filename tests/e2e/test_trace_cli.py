@@ -5,6 +5,7 @@ to resume; analyze (twice: the second asks no LLM) and replay."""
 from __future__ import annotations
 
 import json
+import sqlite3
 from pathlib import Path
 
 import jsonschema
@@ -129,3 +130,23 @@ def test_analyze_twice_second_makes_no_llm_call(run: tuple[Path, str], tmp_path:
     text = evotui("analyze", run_id, "--db", str(db))
     assert all(s in text.stdout for s in ("LINEAGE", "CYCLING", "EDIT TYPES"))
     assert evotui("analyze", "nope", "--db", str(db)).returncode == 2
+
+
+def test_replay(run: tuple[Path, str]) -> None:
+    db, run_id = run
+    with sqlite3.connect(db) as conn:  # the best child of a mutation (a merge has no prompt)
+        best, = conn.execute("SELECT a.artifact_id FROM artifacts a JOIN lineage l ON l.child_id = a.artifact_id "
+                             "AND l.run_id = a.run_id WHERE l.operator = 'mutate' AND a.run_id = ? "
+                             "ORDER BY a.val_mean DESC LIMIT 1", (run_id,)).fetchone()
+    proc = evotui("replay", run_id, best, "-n", "4", "--db", str(db), "--json")
+    assert proc.returncode == 0, proc.stderr
+    res = json.loads(proc.stdout)
+    assert res["n"] == len(res["replies"]) == 4 and res["candidate_id"] == best
+    assert all(set(r) >= {"parsed", "evaluated", "score"} for r in res["replies"])
+    assert sum(res["classes"].values()) == sum(r["evaluated"] for r in res["replies"])
+    assert 0 <= res["exact_match_rate"] <= 1
+    nh = evotui("replay", run_id, best, "-n", "2", "--variant", "no-history", "--llm", "sim", "--db", str(db))
+    assert nh.returncode == 0 and "no-history prompt" in nh.stdout
+    for bad in (["a000000"], ["nope"]):
+        proc = evotui("replay", run_id, *bad, "-n", "1", "--db", str(db))
+        assert proc.returncode == 2 and "Traceback" not in proc.stderr
