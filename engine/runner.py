@@ -112,6 +112,12 @@ class EngineRun:
             if created_file:  # a run that never started leaves no empty database behind
                 remove_db_files(Path(db_path).expanduser())
             raise
+        try:
+            run = await _construct(cls, ctx, db_path, sim_state, resumed=False, backlog=[])
+        except SetupError:
+            if created_file:
+                remove_db_files(Path(db_path).expanduser())
+            raise
         store.insert_run(
             run_id,
             task=task.name,
@@ -126,7 +132,6 @@ class EngineRun:
             created_at=time.time(),
         )
         await store.flush()
-        run = cls(ctx, db_path, sim_state, resumed=False, backlog=[])
         await run._take_lease()
         return run
 
@@ -172,9 +177,13 @@ class EngineRun:
             await release_quietly(store, held)
             raise
         backlog = _restore(ctx, await store.load_run(run_id))
+        try:
+            run = await _construct(cls, ctx, db_path, sim_state, resumed=True, backlog=backlog)
+        except SetupError:
+            await release_quietly(store, held)
+            raise
         store.update_run(run_id, status="running", updated_at=time.time())
         await store.flush()
-        run = cls(ctx, db_path, sim_state, resumed=True, backlog=backlog)
         run.lease = held
         return run
 
@@ -346,6 +355,24 @@ class EngineRun:
             return figures
         return {"filters": dict(snap.filters), "patch_retries": snap.patch_retries,
                 "tolerant_blocks": snap.tolerant_blocks, **figures}
+
+
+async def _construct(cls, ctx: RunContext, db_path: Path, sim_state, resumed: bool,
+                     backlog: list[WorkItem]) -> "EngineRun":
+    """The run object (handlers, pipeline). If that fails, the context's clients, server and
+    store close before the error goes on, so the process can exit (a live writer thread would
+    keep it waiting); a ValueError is a setup problem whose message says what to change."""
+    try:
+        return cls(ctx, db_path, sim_state, resumed=resumed, backlog=backlog)
+    except BaseException as exc:
+        for client in {id(c): c for c in (ctx.task_llm, ctx.reflection_llm)}.values():
+            await client.aclose()
+        if ctx.local_server is not None:
+            ctx.local_server.stop()
+        await ctx.store.close()
+        if isinstance(exc, ValueError):
+            raise SetupError(str(exc)) from None
+        raise
 
 
 def _check_combination(config: RunConfig, task) -> None:

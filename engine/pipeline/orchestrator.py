@@ -47,7 +47,7 @@ class Orchestrator:
         cfg = ctx.config.pipeline
         self.stages: dict[str, Stage] = {}
         for st in spec.stages:
-            self.stages[st.name] = self._stage(st.name, st.run, self._workers(st.name))
+            self.stages[st.name] = self._stage(st.name, st.run, self._workers(st.name, st.workers))
         for up, down in zip(spec.names, spec.names[1:]):
             self.stages[up].downstream = self.stages[down]
         if spec.reflect is not None:
@@ -70,14 +70,14 @@ class Orchestrator:
         self.stalled = 0
         """Items in a row that ended without a candidate (see BudgetConfig.max_stalled)."""
 
-    def _workers(self, name: str) -> int:
+    def _workers(self, name: str, default: int) -> int:
         cfg = self.ctx.config.pipeline
         if self.mode.chains:
             # Heads waiting for a validation slot hold an evaluate worker until they are
             # validated or superseded; proposals must never queue behind them.
             return {"evaluate": 4 * cfg.chains + cfg.chain_validators, "update": 1}.get(name, cfg.chains)
         # sync and pxn drive items step by step; their workers only serve review re-entries.
-        return cfg.workers.get(name, 1) if self.mode.configured_workers else 1
+        return cfg.workers.get(name, default) if self.mode.configured_workers else 1
 
     def _stage(self, name: str, run, workers: int) -> Stage:
         cfg = self.ctx.config.pipeline

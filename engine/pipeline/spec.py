@@ -34,6 +34,8 @@ class StageSpec:
     """The stage checks an item's version gap (the staleness policy) before working on it."""
     scalable: bool = True
     """Adaptive control may resize its worker set (not the single-writer update stage)."""
+    workers: int = 1
+    """Workers when [pipeline] workers names none for this stage (a strategy's own stages)."""
 
 
 @dataclass(frozen=True)

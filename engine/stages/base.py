@@ -12,9 +12,10 @@ from engine.context import RunContext
 from engine.items import WorkItem
 from engine.ledger import EvalRows, Ledger
 from engine.pipeline.modes import mode_named
-from engine.pipeline.spec import Spawn
+from engine.pipeline.spec import Spawn, StageSpec
 from engine.pool import Artifact
 from engine.selection import merge
+from engine.stages.strategy_stages import stage_specs, strategy_calls
 from engine.strategy.protocols import Pick, Strategy
 
 
@@ -50,7 +51,21 @@ class KindHandlers:
         meta = {"item_id": item.item_id, "from_version": item.created_version, **merge.merge_meta(item)}
         if item.tags:
             meta["selection"] = dict(item.tags)
+        if item.payload.get("notes"):
+            meta["notes"] = dict(item.payload["notes"])
         return meta
+
+    # -- the strategy's own stages ------------------------------------------------------------
+    def strategy_stages(self, when: str) -> list[StageSpec]:
+        return stage_specs(self.strategy.stages, when, self.ctx, self.child_score)
+
+    @property
+    def strategy_calls(self) -> int:
+        return strategy_calls(self.strategy.stages)
+
+    def child_score(self, item: WorkItem) -> float | None:
+        """An evaluated candidate's score, for the strategy's stages after evaluation."""
+        raise NotImplementedError
 
     def inspirations(self, parent: Artifact) -> list[Artifact]:
         return self.strategy.context.inspirations(self.ctx.pool, parent, self.ctx.rng)

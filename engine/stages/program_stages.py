@@ -28,6 +28,7 @@ from engine.sandbox import EvalResult, Sandbox
 from engine.selection import merge
 from engine.stages import program_prompt as prompt
 from engine.stages.base import KindHandlers
+from engine.stages.strategy_stages import with_guidance
 from engine.strategy.protocols import Strategy
 
 TOKENS_PER_CALL_PRIOR = 3000.0
@@ -61,14 +62,18 @@ class ProgramStages(KindHandlers):
 
     def pipeline(self) -> PipelineSpec:
         return PipelineSpec(
-            stages=(StageSpec("propose", self.propose, checks_staleness=True), StageSpec("validate", self.validate),
-                    StageSpec("evaluate", self.evaluate, checks_staleness=True), StageSpec("update", self.update, scalable=False)),
+            stages=(*self.strategy_stages("before_propose"), StageSpec("propose", self.propose, checks_staleness=True),
+                    StageSpec("validate", self.validate), StageSpec("evaluate", self.evaluate, checks_staleness=True),
+                    *self.strategy_stages("after_evaluate"), StageSpec("update", self.update, scalable=False)),
             reflect=StageSpec("reflect", self.reflect), reflect_to="evaluate",
             merge_at="validate" if self.strategy.merges else None)
 
     @property
     def instances(self) -> tuple[str, ...]:
         return (SCORE_KEY,)
+
+    def child_score(self, item: WorkItem) -> float | None:
+        return item.payload.get("score")
 
     def figures(self) -> dict:
         """The sandbox's isolation level (the program counters are in the run state)."""
@@ -84,7 +89,7 @@ class ProgramStages(KindHandlers):
     def estimate(self) -> dict[str, float]:
         t = self.ctx.tally
         per_call = (t.prompt_tokens + t.completion_tokens) / t.llm_calls if t.llm_calls else TOKENS_PER_CALL_PRIOR
-        calls = 1 + self.settings.max_patch_retries
+        calls = 1 + self.settings.max_patch_retries + self.strategy_calls
         return {"proposals": 1, "llm_calls": calls, "metric_calls": 1, "tokens": calls * per_call}
 
     def select_merge(self) -> dict | None:
@@ -145,7 +150,7 @@ class ProgramStages(KindHandlers):
             return None
         parent = ctx.pool.get(item.parent_id)
         ctx.bus.publish(ev.ProposalStart(item_id=item.item_id, parent_id=parent.artifact_id))
-        messages = self.messages_for(parent)
+        messages = with_guidance(self.messages_for(parent), item)
         child, reason, errors = None, "", []
         for attempt in range(1 + s.max_patch_retries):
             try:

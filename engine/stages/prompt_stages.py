@@ -26,6 +26,7 @@ from engine.pool import Artifact
 from engine.selection import merge
 from engine.stages import reflection
 from engine.stages.base import KindHandlers
+from engine.stages.strategy_stages import with_guidance
 from engine.stages.chain import ChainMixin
 from engine.stages.speculation import SpeculationMixin
 from engine.strategy.protocols import Strategy
@@ -49,14 +50,20 @@ class PromptStages(SpeculationMixin, ChainMixin, KindHandlers):
 
     def pipeline(self) -> PipelineSpec:
         return PipelineSpec(
-            stages=(StageSpec("rollout", self.rollout), StageSpec("propose", self.propose, checks_staleness=True),
-                    StageSpec("evaluate", self.evaluate, checks_staleness=True), StageSpec("update", self.update, scalable=False)),
+            stages=(StageSpec("rollout", self.rollout), *self.strategy_stages("before_propose"),
+                    StageSpec("propose", self.propose, checks_staleness=True),
+                    StageSpec("evaluate", self.evaluate, checks_staleness=True), *self.strategy_stages("after_evaluate"),
+                    StageSpec("update", self.update, scalable=False)),
             reflect=StageSpec("reflect", self.reflect), reflect_to="evaluate",
             merge_at="evaluate" if self.strategy.merges else None)
 
     @property
     def instances(self) -> list[str]:
         return self.ctx.task.val_ids
+
+    def child_score(self, item: WorkItem) -> float | None:
+        val = item.payload.get("val")
+        return sum(val.values()) / len(val) if val else None
 
     # -- selection and budget -------------------------------------------------------------
     def select(self) -> Selection:
@@ -81,7 +88,8 @@ class PromptStages(SpeculationMixin, ChainMixin, KindHandlers):
                  else batches * ctx.config.pipeline.minibatch_size + 1 + len(ctx.task.val))
         t = ctx.tally
         per_call = (t.prompt_tokens + t.completion_tokens) / t.llm_calls if t.llm_calls else TOKENS_PER_CALL_PRIOR
-        return {"proposals": 1, "llm_calls": calls, "metric_calls": calls - 1, "tokens": calls * per_call}
+        llm = calls + self.strategy_calls  # the strategy's own stages call the LLM, never the metric
+        return {"proposals": 1, "llm_calls": llm, "metric_calls": calls - 1, "tokens": llm * per_call}
 
     def select_merge(self) -> dict | None:
         """A merge of two fully validated front artifacts with a common ancestor, or None."""
@@ -196,6 +204,7 @@ class PromptStages(SpeculationMixin, ChainMixin, KindHandlers):
                                                            item.payload["traces"], others)
         else:
             messages = reflection.build_messages(ctx.task.description, current, item.payload["traces"], others)
+        messages = with_guidance(messages, item)
         reason = ""
         child = None
         try:

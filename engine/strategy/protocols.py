@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
-from typing import Hashable, Iterable, Mapping, Protocol, Sequence, TypeVar
+from typing import Awaitable, Callable, Hashable, Iterable, Literal, Mapping, Protocol, Sequence, TypeVar
 
 from engine.pool import Artifact
 
@@ -87,6 +87,51 @@ class Acceptance(Protocol):
 
 
 @dataclass(frozen=True)
+class StageView:
+    """What a strategy stage sees of an item (read-only)."""
+
+    item_id: str
+    parent: Artifact
+    pool_version: int
+    """The pool version the item was selected from."""
+    notes: Mapping[str, str]
+    """What earlier strategy stages wrote on the item (e.g. a plan)."""
+    child: str | None = None
+    """After evaluation: the candidate's text."""
+    child_score: float | None = None
+    """After evaluation: the candidate's score (a prompt's validation mean)."""
+
+
+class StrategyEnv(Protocol):
+    """The services a strategy stage may use; the task kind provides them."""
+
+    archive: Archive
+    rng: random.Random
+    description: str
+    """The task's description."""
+
+    async def ask(self, messages: list[dict], stage: str) -> str | None:
+        """The proposer LLM's reply to `messages`, charged to the item; None if the call failed
+        or was cut off (the stage falls back, as LoongFlow's executor does)."""
+        ...
+
+
+@dataclass(frozen=True)
+class StrategyStage:
+    """An LLM stage a strategy's proposal operator needs beside the kind's own (LoongFlow's
+    planner and summarizer, ContextEvolve's context agents). It runs as a pipeline stage with
+    its own workers; what it returns is added to the item's notes, which the proposer is shown
+    (as guidance) and the committed child keeps in meta["notes"]."""
+
+    name: str
+    when: Literal["before_propose", "after_evaluate"]
+    run: Callable[[StageView, StrategyEnv], Awaitable[Mapping[str, str]]]
+    workers: int = 4
+    calls: int = 1
+    """LLM calls one item costs here at most (budget reservations)."""
+
+
+@dataclass(frozen=True)
 class SearchParams:
     """Parameters the parts read: a program task's [program] settings, else these defaults."""
 
@@ -112,9 +157,13 @@ class Strategy:
     merges: bool
     """Offers the merge operator (two archive artifacts that grew apart from a common ancestor,
     combined by a three-way merge; enabled per run by [pipeline] merge)."""
+    stages: tuple[StrategyStage, ...] = ()
+    """LLM stages of the strategy's proposal operator, in order (none: the kind's mutation)."""
 
     def describe(self) -> Iterable[str]:
         yield f"selection: {self.selector.name}"
         yield f"context: {self.context.name}"
         yield f"acceptance: {self.acceptance.name}"
         yield f"merge: {'yes' if self.merges else 'no'}"
+        for st in self.stages:
+            yield f"stage {st.name}: {st.when.replace('_', ' ')}"

@@ -10,9 +10,9 @@ import pytest
 from engine.pool import Artifact, Pool
 from engine.strategy import SearchParams, UnknownStrategy, build, entries
 from engine.strategy.parts import ParentGate, ParetoSelector, Population, TopAndDiverse, TournamentSelector
-from engine.strategy.protocols import Pick
+from engine.strategy.protocols import Pick, StageView
 from engine.strategy.registry import register
-from tests.engine.fakes import harness  # noqa: F401  (a fixture)
+from tests.engine.fakes import completion, harness  # noqa: F401  (harness is a fixture)
 
 
 def _pool(scores: list[float]) -> Pool:
@@ -84,3 +84,57 @@ async def test_selection_tags_travel_with_the_item_into_the_committed_childs_met
     assert items and all(i["payload"]["selection"] == {"island": 2, "why": "best"} for i in items)
     children = [a for a in run.ctx.pool.artifacts() if a.status != "seed"]
     assert children and all(dict(a.meta["selection"]) == {"island": 2, "why": "best"} for a in children)
+
+
+async def _plan(view: StageView, env) -> dict[str, str]:
+    reply = await env.ask([{"role": "system", "content": "You plan."},
+                           {"role": "user", "content": f"Plan an improvement of {view.parent.artifact_id}."}], "plan")
+    return {"plan": reply if reply is not None else "(no plan: the planner failed)"}
+
+
+async def _summarize(view: StageView, env) -> dict[str, str]:
+    assert view.child is not None and view.notes.get("plan")
+    return {"summary": f"{view.parent.artifact_id} -> {view.child_score:.2f} following: {view.notes['plan']}"}
+
+
+async def test_a_strategys_own_stages_run_as_pipeline_stages_and_guide_the_proposer(harness, monkeypatch) -> None:  # noqa: F811
+    import engine.runner as runner_mod
+    from engine.strategy.protocols import StrategyStage
+
+    base = build("gepa", "prompt", SearchParams())
+    planned = replace(base, name="planned", stages=(StrategyStage("plan", "before_propose", _plan, workers=3),
+                                                    StrategyStage("summarize", "after_evaluate", _summarize, calls=0)))
+    monkeypatch.setattr(runner_mod, "strategy_for", lambda ctx: planned)
+    fake = harness.fake
+    fake.override = lambda req: completion("PLAN: add the missing keyword") if req.stage == "plan" else None
+    run = await harness.create(budget={"max_proposals": 3})
+    orch = run.orchestrator
+    assert orch.spec.names == ("rollout", "plan", "propose", "evaluate", "summarize", "update")
+    assert orch.stages["plan"].target_workers == 3 and "plan" in orch.spec.scalable
+    assert run.orchestrator.handlers.estimate()["llm_calls"] == 2 * 3 + 1 + 4 + 1  # + the planner's call
+    result = await harness.run_to_end(run, timeout=10)
+    assert result.status == "completed"
+    proposals = [r for r in fake.requests if r.stage == "propose"]
+    assert proposals and all("## Guidance from the search strategy\n### plan\n> PLAN: add the missing keyword"
+                             in r.user for r in proposals)
+    children = [a for a in run.ctx.pool.artifacts() if a.status != "seed"]
+    assert children
+    for child in children:
+        notes = dict(child.meta["notes"])
+        assert notes["plan"] == "PLAN: add the missing keyword"
+        assert notes["summary"].endswith("following: PLAN: add the missing keyword")
+    stages = {row["stage"] for row in await harness.rows("item_stages", run.ctx.run_id)}
+    assert {"plan", "summarize"} <= stages
+
+
+async def test_handlers_that_refuse_the_run_give_a_setup_error_and_release_everything(harness, monkeypatch) -> None:  # noqa: F811
+    import engine.runner as runner_mod
+    from engine.runner import SetupError
+
+    def refuse(ctx, strategy=None):
+        raise ValueError("strategy x cannot run here; use strategy y")
+
+    monkeypatch.setattr(runner_mod, "build_handlers", refuse)
+    with pytest.raises(SetupError, match="strategy x cannot run here; use strategy y"):
+        await harness.create()
+    assert not harness.db.exists()  # nothing half-made is left, and the store's writer has stopped
