@@ -26,16 +26,17 @@ from engine.pool import Artifact
 from engine.selection import merge
 from engine.stages import reflection
 from engine.stages.base import KindHandlers
-from engine.stages.strategy_stages import with_guidance
 from engine.stages.chain import ChainMixin
+from engine.stages.prompt_repair import StaleRepairMixin
 from engine.stages.speculation import SpeculationMixin
+from engine.stages.strategy_stages import with_guidance
 from engine.strategy.protocols import Strategy
 from engine.tasks.prompt_task import TaskError
 
 TOKENS_PER_CALL_PRIOR = 1500.0
 """Tokens per call assumed for budget reservations until calls have been observed."""
 
-class PromptStages(SpeculationMixin, ChainMixin, KindHandlers):
+class PromptStages(SpeculationMixin, ChainMixin, StaleRepairMixin, KindHandlers):
     """Handlers of a prompt task running `strategy` (engine/pipeline/spec.py: SearchHandlers)."""
 
     kind = "prompt"
@@ -381,53 +382,6 @@ class PromptStages(SpeculationMixin, ChainMixin, KindHandlers):
         item.payload["artifact_id"] = artifact_id
         item.end("accepted")
         return None
-
-    async def reflect(self, item: WorkItem) -> WorkItem | None:
-        """Reflective async: the LLM checks a stale proposal against every pool change since
-        its version and keeps it, patches it onto the current best, or discards it."""
-        ctx = self.ctx
-        best = ctx.pool.leader()  # speculative included: repairs build on the newest promising work
-        parent = ctx.pool.get(item.parent_id)
-        changes = []
-        for ch in ctx.pool.changes_since(item.created_version):
-            art = ctx.pool.get(ch.artifact_id)
-            before = ctx.pool.get(art.parent_ids[0]).text if art.parent_ids else ""
-            changes.append((ch.version, art.artifact_id, art.val_mean, before, art.text))
-        messages = reflection.build_reflect_messages(
-            best.text, parent.text, item.payload["child"], item.created_version, ctx.pool.version, changes
-        )
-        tokens_before = item.tokens
-        patched = None
-        try:
-            res = await ctx.reflection_llm.chat(messages, stage="reflect", shrink=middle_out)
-            if res.finish_reason == "length":
-                verdict, reason = "malformed", "reflection cut by max_tokens"
-            else:
-                verdict, reason, patched = reflection.parse_verdict(res.text)
-        except LLMError as exc:
-            if exc.fatal:
-                raise FatalRunError(str(exc)) from None
-            verdict, reason = "malformed", f"LLM error: {exc.kind}"
-        if verdict == "patch" and patched is not None and patched.strip() == best.text.strip():
-            verdict, reason = "discard", "patch adds nothing to the current best"
-        elif (verdict == "patch" and patched is not None and best.components is not None
-              and components.parse_rendering(patched, best.components) is None):
-            verdict, reason = "malformed", "patch lost the component headings"
-        gap = ctx.pool.gap(item.created_version)
-        spent = item.tokens - tokens_before
-        ctx.staleness_counts[f"reflect_{verdict}"] += 1
-        self.recorder.record_decision(item, "reflect", gap, verdict, reason or verdict, tokens=spent,
-                                      detail={"best": best.artifact_id, "changes": len(changes)})
-        if verdict in ("discard", "malformed"):
-            self.recorder.discard(item, "reflect", gap, f"reflection: {verdict}: {reason}", "discarded_reflect")
-            return None
-        item.payload["reflected_at"] = ctx.pool.version
-        if verdict == "patch":
-            item.payload["rebased"] = {"from_parent": item.parent_id, "from_version": item.created_version,
-                                       "to_version": ctx.pool.version}
-            item.parent_id = best.artifact_id
-            item.payload["child"] = patched
-        return item
 
 
 def evaluation_rows(art: Artifact, feedback: Mapping[str, str]) -> list[EvalRow]:

@@ -1,0 +1,65 @@
+"""Reflective repair of stale prompt proposals (FlashEvolve §3.2, the reflective policy).
+
+The LLM checks a proposal made against an older pool against every pool change since its
+version and keeps it, patches it onto the current best, or discards it.
+"""
+
+from __future__ import annotations
+
+from engine import components
+from engine.context import FatalRunError
+from engine.items import WorkItem
+from engine.llm.errors import LLMError
+from engine.llm.shrink import middle_out
+from engine.stages import reflection
+
+
+class StaleRepairMixin:
+    """Mixed into PromptStages, which provides ctx and recorder."""
+
+    async def reflect(self, item: WorkItem) -> WorkItem | None:
+        """Reflective async: the LLM checks a stale proposal against every pool change since
+        its version and keeps it, patches it onto the current best, or discards it."""
+        ctx = self.ctx
+        best = ctx.pool.leader()  # speculative included: repairs build on the newest promising work
+        parent = ctx.pool.get(item.parent_id)
+        changes = []
+        for ch in ctx.pool.changes_since(item.created_version):
+            art = ctx.pool.get(ch.artifact_id)
+            before = ctx.pool.get(art.parent_ids[0]).text if art.parent_ids else ""
+            changes.append((ch.version, art.artifact_id, art.val_mean, before, art.text))
+        messages = reflection.build_reflect_messages(
+            best.text, parent.text, item.payload["child"], item.created_version, ctx.pool.version, changes
+        )
+        tokens_before = item.tokens
+        patched = None
+        try:
+            res = await ctx.reflection_llm.chat(messages, stage="reflect", shrink=middle_out)
+            if res.finish_reason == "length":
+                verdict, reason = "malformed", "reflection cut by max_tokens"
+            else:
+                verdict, reason, patched = reflection.parse_verdict(res.text)
+        except LLMError as exc:
+            if exc.fatal:
+                raise FatalRunError(str(exc)) from None
+            verdict, reason = "malformed", f"LLM error: {exc.kind}"
+        if verdict == "patch" and patched is not None and patched.strip() == best.text.strip():
+            verdict, reason = "discard", "patch adds nothing to the current best"
+        elif (verdict == "patch" and patched is not None and best.components is not None
+              and components.parse_rendering(patched, best.components) is None):
+            verdict, reason = "malformed", "patch lost the component headings"
+        gap = ctx.pool.gap(item.created_version)
+        spent = item.tokens - tokens_before
+        ctx.staleness_counts[f"reflect_{verdict}"] += 1
+        self.recorder.record_decision(item, "reflect", gap, verdict, reason or verdict, tokens=spent,
+                                      detail={"best": best.artifact_id, "changes": len(changes)})
+        if verdict in ("discard", "malformed"):
+            self.recorder.discard(item, "reflect", gap, f"reflection: {verdict}: {reason}", "discarded_reflect")
+            return None
+        item.payload["reflected_at"] = ctx.pool.version
+        if verdict == "patch":
+            item.payload["rebased"] = {"from_parent": item.parent_id, "from_version": item.created_version,
+                                       "to_version": ctx.pool.version}
+            item.parent_id = best.artifact_id
+            item.payload["child"] = patched
+        return item
