@@ -276,6 +276,13 @@ class LoongFlowConfig(_Model):
     """An island whose best has not improved over this many commits stagnates."""
     inspirations: int = Field(3, ge=0)
     """The island's top elites shown to the proposer besides the parent."""
+    pes: bool = True
+    """Plan-Execute-Summarize: a planner stage before each proposal, a summarizer after its
+    evaluation (engine/strategy/pes.py); false: the kind's plain proposal."""
+    lineage_depth: int = Field(4, ge=1)
+    """Generations the planner reads: the parent and its first-parent ancestors."""
+    planner_workers: int = Field(4, ge=1)
+    summarizer_workers: int = Field(4, ge=1)
 
 
 class StrategyConfig(_Model):
