@@ -50,6 +50,46 @@ async def _runs(store: Store, args: argparse.Namespace) -> int:
     return 0
 
 
+def _islands(record) -> list[dict] | None:
+    """The loongflow archive's islands, rebuilt from the stored artifacts by the same fold the
+    run used (engine/selection/islands.py), so they equal the live run's; None for other strategies."""
+    strategy = (record.summary or {}).get("strategy") or (record.config.get("strategy") or {}).get("name")
+    if strategy != "loongflow":
+        return None
+    from engine.config import LoongFlowConfig
+    from engine.run_state import artifact_from_row
+    from engine.selection.islands import IslandArchive, IslandSettings
+    from engine.strategy.boltzmann import island_tau
+
+    opts = LoongFlowConfig(**((record.config.get("strategy") or {}).get("loongflow") or {}))
+    settings = IslandSettings(opts.islands, opts.migration_interval, opts.migration_share, opts.bins,
+                              opts.population_cap)
+    archive = IslandArchive(settings, [artifact_from_row(a) for a in record.artifacts])
+    out = []
+    for i in range(len(archive)):
+        members = archive.members(i)
+        grid = archive.grid(i)
+        scores = {a.artifact_id: a.val_mean for a in members}
+        out.append({
+            "island": i,
+            "best_id": members[0].artifact_id if members else None,
+            "best_score": members[0].val_mean if members else None,
+            "size": len(members),
+            "cells": [{"cell": list(cell), "id": aid, "score": scores.get(aid)}
+                      for cell, aid in sorted(grid.elites.items())],
+            "temperature": round(island_tau(archive, i, opts.temperature_rule, opts.tau_base), 4),
+        })
+    return out
+
+
+def _pes_counts(arts: list[dict]) -> dict[str, int]:
+    """Plans and summaries the committed artifacts keep, and the planner/summarizer fallbacks."""
+    notes = [(a.get("meta") or {}).get("notes") or {} for a in arts]
+    names = {"plan": "plans", "plan_fallback": "plan_fallbacks", "summary": "summaries",
+             "summary_fallback": "summary_fallbacks"}
+    return {name: sum(1 for n in notes if key in n) for key, name in names.items()}
+
+
 async def _show(store: Store, args: argparse.Namespace) -> int:
     run_id = args.run_id or await store.latest_run_id()
     record = await store.load_run(run_id) if run_id else None
@@ -76,6 +116,10 @@ async def _show(store: Store, args: argparse.Namespace) -> int:
         "llm_texts": await store.text_stats(record.run_id),
         "summary": record.summary,
     }
+    islands = _islands(record)
+    if islands is not None:
+        info["islands"] = islands
+        info["pes"] = _pes_counts(arts)
     if args.json:
         print(json.dumps(info, default=str))
         return 0
@@ -87,6 +131,13 @@ async def _show(store: Store, args: argparse.Namespace) -> int:
     t = info["llm_texts"]
     print(f"{'llm texts':14} {t['calls_with_text']} of {t['calls']} calls with texts, {t['blobs']} blobs, "
           f"{t['blob_bytes']} bytes stored ({t['raw_bytes']} raw)")
+    if islands is not None:
+        print(f"{'islands':14} " + "; ".join(
+            f"{isl['island']}: best {_fmt_score(isl['best_score'])} ({isl['best_id']}), {isl['size']} members, "
+            f"{len(isl['cells'])} cells, tau {isl['temperature']:.2f}" for isl in islands))
+        p = info["pes"]
+        print(f"{'pes':14} {p['plans']} plans ({p['plan_fallbacks']} fallbacks), "
+              f"{p['summaries']} summaries ({p['summary_fallbacks']} fallbacks)")
     if best is not None:
         print("\nbest prompt:\n" + best["text"])
     return 0

@@ -66,3 +66,23 @@ def test_bad_loongflow_config_is_a_clear_error(db, tmp_path):
     assert proc.returncode == 2
     assert "strategy.loongflow.islands" in proc.stderr and "Traceback" not in proc.stderr
     assert not db.exists()
+
+
+def test_show_reports_the_islands_and_the_pes_notes_of_a_loongflow_run(db):
+    proc = evotui("run", "circle_packing", "--no-ui", "--db", str(db), "--strategy", "loongflow",
+                  "--max-proposals", "12", *FAST, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    shown = evotui("show", "--db", str(db), "--json")
+    assert shown.returncode == 0, shown.stderr[-2000:]
+    info = json.loads(shown.stdout)
+    islands = info["islands"]
+    assert [isl["island"] for isl in islands] == [0, 1, 2]
+    for isl in islands:
+        assert isl["size"] >= 1 and isl["cells"] and isl["temperature"] > 0
+        assert isl["best_score"] == max(c["score"] for c in isl["cells"])  # a cell keeps its best
+    assert max(isl["best_score"] for isl in islands) == info["best_score"]
+    pes = info["pes"]
+    assert pes["plans"] + pes["plan_fallbacks"] == info["artifacts"] - 1  # every child was planned
+    assert pes["summaries"] > 0
+    human = evotui("show", "--db", str(db))
+    assert "islands" in human.stdout and "0: best" in human.stdout and "Traceback" not in human.stderr
