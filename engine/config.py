@@ -285,12 +285,36 @@ class LoongFlowConfig(_Model):
     summarizer_workers: int = Field(4, ge=1)
 
 
+class ContextEvolveConfig(_Model):
+    """The contextevolve strategy's agents and selection ([strategy.contextevolve]; README "Strategies").
+    Mirrors engine/strategy/context_agents.py: ContextEvolveSettings."""
+
+    selection: Literal["tournament", "pareto", "islands"] = "tournament"
+    """Parent selection: OpenEvolve's elite tournament, GEPA's Pareto front, or LoongFlow's islands
+    (with the [strategy.loongflow] island settings)."""
+    navigator_samples: int = Field(6, ge=1)
+    """Transitions (parent -> child) the Navigator reads per call."""
+    weight_improvement: float = Field(0.5, ge=0)
+    weight_mixed: float = Field(0.2, ge=0)
+    weight_decline: float = Field(0.3, ge=0)
+    """Category weights of the Navigator's sample (one decline is always in it when there is any)."""
+    guidance_refresh: int = Field(4, ge=0)
+    """Items made within this many pool versions of the newest guidance reuse it; 0: every item asks."""
+    exemplars: int = Field(3, ge=0)
+    """Exemplars the Sampler picks."""
+    sampler_candidates: int = Field(24, ge=1)
+    """Artifacts the Sampler chooses among (the best half and the newest half)."""
+    workers: int = Field(2, ge=1)
+    """Workers of each agent's stage."""
+
+
 class StrategyConfig(_Model):
     name: str | None = None
     """The search strategy (`evotui strategies` lists them): parent selection, context, proposal
     operators, acceptance and archive. None: the task kind's default (prompt: gepa, program:
     openevolve)."""
     loongflow: LoongFlowConfig = Field(default_factory=LoongFlowConfig)
+    contextevolve: ContextEvolveConfig = Field(default_factory=ContextEvolveConfig)
 
 
 class RunConfig(_Model):

@@ -13,6 +13,7 @@ import re
 from typing import Sequence
 
 from engine.llm.sim import edit_judge, pes_agents, program_model
+from engine.llm.sim import context_agents
 from engine.llm.sim.plugins import Kind, SimBehaviour, SimRequest, message_text
 
 __all__ = ["answer", "message_text", "read_request", "truncate"]
@@ -77,6 +78,8 @@ def answer(messages: list[dict], stage: str, rng: random.Random,
     req = read_request(messages, stage)
     if edit_judge.recognises(req):  # generic, by its marker line: no task prompt carries it
         return edit_judge.answer(req)
+    if context_agents.recognises(req):  # generic, by the ContextEvolve agents' marker lines
+        return context_agents.answer(req)
     if pes_agents.recognises(req):  # LoongFlow's planner/summarizer, by their marker lines
         return pes_agents.answer(req)
     for behaviour in behaviours:

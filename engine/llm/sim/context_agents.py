@@ -1,0 +1,114 @@
+"""Generic simulated behaviour: ContextEvolve's three context agents (engine/strategy/context_agents.py).
+
+Recognised by content: each agent's system message carries a marker line (duplicated here: the
+simulator imports no strategy module). Answers are deterministic (no randomness), derived from
+the request alone:
+
+- Summarizer: "NEW:" what the diff in the request does (constants retuned, functions added or
+  removed, lines added/removed), "PRESERVES:" the first clause of the parent summary given.
+- Navigator: counts the improvement / mixed / decline transitions and names, abstractly, the
+  kinds of change (the NEW clauses) of the best improvement and of the worst decline.
+- Sampler: ids that appear in the candidate list: the best scorers, then the lowest scorer.
+
+Limit: the simulated proposer (program_model.py) does not read the guidance section, so a
+proposal's quality does not depend on what the agents wrote; runs measure the agents' cost and
+the pipeline, not whether better context yields better children.
+"""
+
+from __future__ import annotations
+
+import re
+
+from engine.llm.sim.plugins import SimRequest
+
+SUMMARIZER_MARKER = "evotui-context-summarizer:"
+NAVIGATOR_MARKER = "evotui-context-navigator:"
+SAMPLER_MARKER = "evotui-context-sampler:"
+
+_NUM = re.compile(r"(?<![A-Za-z_])[-+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
+_DEF = re.compile(r"^\s*(?:def|class)\s+(\w+)")
+_PARENT = re.compile(r"## Parent summary\n(.*?)\n\n##", re.S)
+_TRANSITION = re.compile(r"^- \[(improvement|mixed|decline)\] \S+ -> \S+: .*\(delta ([-+]?[\d.eE+-]+)\)\n"
+                         r"  before: .*\n  after: (.*)$", re.M)
+_CANDIDATE = re.compile(r"^- (\S+) \| score ([-+]?[\d.eE+-]+|nan|inf) \|", re.M)
+_PICK = re.compile(r"Pick up to (\d+)")
+
+
+def recognises(req: SimRequest) -> bool:
+    return any(m in req.system for m in (SUMMARIZER_MARKER, NAVIGATOR_MARKER, SAMPLER_MARKER))
+
+
+def answer(req: SimRequest) -> str:
+    if SUMMARIZER_MARKER in req.system:
+        return _summary(req.user)
+    if NAVIGATOR_MARKER in req.system:
+        return _guidance(req.user)
+    return _exemplars(req.user)
+
+
+def _new_clause(text: str) -> str:
+    m = re.search(r"NEW:\s*(.*)", text)
+    first = (m.group(1) if m else text).strip()
+    return first.split(". ")[0].rstrip(".")[:160]
+
+
+def _summary(user: str) -> str:
+    added, removed = [], []
+    for line in user.splitlines():
+        if line.startswith("+") and not line.startswith("+++"):
+            added.append(line[1:])
+        elif line.startswith("-") and not line.startswith("---"):
+            removed.append(line[1:])
+    new_defs = sorted({m.group(1) for ln in added if (m := _DEF.match(ln))} - {m.group(1) for ln in removed if (m := _DEF.match(ln))})
+    gone = sorted({m.group(1) for ln in removed if (m := _DEF.match(ln))} - {m.group(1) for ln in added if (m := _DEF.match(ln))})
+    strip = lambda lines: [_NUM.sub("#", ln).strip() for ln in lines]  # noqa: E731
+    if new_defs:
+        new = f"adds {', '.join(new_defs[:3])}"
+    elif gone:
+        new = f"removes {', '.join(gone[:3])}"
+    elif added and strip(added) == strip(removed):
+        nums = [n for ln in added for n in _NUM.findall(ln)][:3]
+        new = f"retunes constants (now {', '.join(nums)})" if nums else "rewords lines"
+    elif added or removed:
+        new = f"reworks {len(added)} lines and drops {len(removed)}"
+    else:
+        new = "changes nothing visible"
+    m = _PARENT.search(user + "\n\n##")
+    parent = m.group(1).strip() if m else ""
+    kept = _new_clause(parent) if parent and not parent.startswith("(none") else "the initial construction"
+    return f"NEW: {new}.\nPRESERVES: {kept}."
+
+
+def _guidance(user: str) -> str:
+    found = [(cat, float(delta), _new_clause(after)) for cat, delta, after in _TRANSITION.findall(user)]
+    counts = {c: sum(1 for f in found if f[0] == c) for c in ("improvement", "mixed", "decline")}
+    lines = [f"Of {len(found)} recent changes, {counts['improvement']} improved, {counts['mixed']} were mixed "
+             f"and {counts['decline']} declined."]
+    ups = [f for f in found if f[0] == "improvement"]
+    downs = [f for f in found if f[0] == "decline"]
+    if ups:
+        lines.append(f"Changes in the spirit of \"{max(ups, key=lambda f: f[1])[2]}\" helped: push further in that direction.")
+    if downs:
+        lines.append(f"Changes like \"{min(downs, key=lambda f: f[1])[2]}\" hurt: avoid that region.")
+    if not ups:
+        lines.append("Nothing has helped yet: try a structurally different idea rather than small tweaks.")
+    return "\n".join(lines)
+
+
+def _exemplars(user: str) -> str:
+    scored = []
+    for aid, score in _CANDIDATE.findall(user):
+        try:
+            scored.append((float(score), aid))
+        except ValueError:
+            continue
+    m = _PICK.search(user)
+    k = int(m.group(1)) if m else 3
+    if not scored or k <= 0:
+        return "EXEMPLARS: none"
+    best = [aid for _, aid in sorted(scored, key=lambda s: (-s[0], s[1]))]
+    picks = best[: max(1, k - 1)]
+    low = min(scored)[1]
+    if low not in picks:
+        picks.append(low)
+    return "EXEMPLARS: " + ", ".join(picks[:k])

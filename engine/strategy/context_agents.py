@@ -1,0 +1,259 @@
+"""ContextEvolve's three context agents as strategy stages (engine/strategy/protocols.py).
+
+- Navigator (before propose): m buffer transitions sampled by category -> directional, abstract
+  guidance ("guidance"), shared by items made within `guidance_refresh` pool versions of it
+  ("guidance_version" names the version it was made from).
+- Sampler (before propose): the buffer's summaries and scores, the parent summary and the
+  guidance -> a few diverse exemplars ("exemplars": ids, scores, summaries, a digest of their change).
+- Summarizer (after evaluation): the parent summary and the child's diff -> what is new and which
+  parent traits it preserves ("summary"), so summaries chain from parent to child.
+
+Every agent's system message starts with a marker line (the simulator recognises them by it). A
+failed call, an empty or malformed answer or only unknown exemplar ids: counted in `stats` and a
+deterministic fallback (no guidance, a fixed exemplar pick, a summary from the diff); never a crash.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import difflib
+import random
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Mapping
+
+from engine.pool import Artifact
+from engine.strategy.evolve_buffer import (EvolveBuffer, SharedGuidance, Transition, buffer_of, diff_digest,
+                                           sample_by_category, short, summary_of)
+from engine.strategy.protocols import StageView, StrategyEnv
+
+SUMMARIZER_MARKER = "evotui-context-summarizer:"
+NAVIGATOR_MARKER = "evotui-context-navigator:"
+SAMPLER_MARKER = "evotui-context-sampler:"
+
+DIFF_CHARS = 6000
+"""Most characters of the child's diff the Summarizer reads."""
+SUMMARY_CHARS = 800
+GUIDANCE_CHARS = 1500
+DESCRIPTION_CHARS = 1500
+
+
+@dataclass(frozen=True)
+class ContextEvolveSettings:
+    """[strategy.contextevolve] (engine/config.py: ContextEvolveConfig validates and mirrors it)."""
+
+    selection: str = "tournament"
+    navigator_samples: int = 6
+    weight_improvement: float = 0.5
+    weight_mixed: float = 0.2
+    weight_decline: float = 0.3
+    guidance_refresh: int = 4
+    exemplars: int = 3
+    sampler_candidates: int = 24
+    workers: int = 2
+
+    @property
+    def weights(self) -> dict[str, float]:
+        return {"improvement": self.weight_improvement, "mixed": self.weight_mixed, "decline": self.weight_decline}
+
+
+@dataclass
+class AgentStats:
+    """What the agents did in this process (in memory; the notes in the pool are the record)."""
+
+    calls: Counter = field(default_factory=Counter)
+    fallbacks: Counter = field(default_factory=Counter)
+    shared_guidance: int = 0
+    unknown_ids: int = 0
+
+
+def _item_rng(view: StageView, agent: str) -> random.Random:
+    # Per item and agent, so a pick does not depend on which items ran first (str seeds are stable).
+    return random.Random(f"{view.item_id}:{agent}")
+
+
+def _score(x: float) -> str:
+    return f"{x:.6g}"
+
+
+# -- Summarizer --------------------------------------------------------------------------------
+def summarizer_messages(parent_summary: str, parent_score: float, child_score: float | None, diff: str) -> list[dict]:
+    system = (f"{SUMMARIZER_MARKER} summarise a candidate as a state abstract.\n"
+              "You write a concise abstract (at most 4 sentences) of the new candidate: what is new in it "
+              "compared with its parent AND which of the parent's traits it preserves. Describe ideas, not code. "
+              "Answer as two lines:\nNEW: ...\nPRESERVES: ...")
+    score = "not evaluated" if child_score is None else _score(child_score)
+    user = (f"## Parent summary\n{parent_summary or '(none: the parent is the initial candidate)'}\n\n"
+            f"## Scores\nparent {_score(parent_score)}, candidate {score}\n\n"
+            f"## Change from the parent to the candidate\n```diff\n{diff[:DIFF_CHARS]}\n```")
+    return [{"role": "system", "content": system}, {"role": "user", "content": user}]
+
+
+def fallback_summary(parent_summary: str, diff: str) -> str:
+    added = sum(1 for ln in diff.splitlines() if ln.startswith("+") and not ln.startswith("+++"))
+    removed = sum(1 for ln in diff.splitlines() if ln.startswith("-") and not ln.startswith("---"))
+    kept = short(parent_summary, 30) if parent_summary else "the initial candidate's approach"
+    return f"NEW: {added} lines added, {removed} removed (no abstract available).\nPRESERVES: {kept}"
+
+
+def unified(parent: str, child: str) -> str:
+    return "".join(difflib.unified_diff(parent.splitlines(True), child.splitlines(True), "parent", "candidate", n=1))
+
+
+# -- Navigator ---------------------------------------------------------------------------------
+def navigator_messages(description: str, parent_summary: str, sample: list[Transition]) -> list[dict]:
+    system = (f"{NAVIGATOR_MARKER} distil a search direction from past transitions.\n"
+              "You read transitions of an evolutionary search (a parent's abstract, its child's abstract, the "
+              "score change, labelled improvement / mixed / decline) and write directional, abstract guidance for "
+              "the next change: which kinds of change helped, which hurt, which regions look unexplored. "
+              "Never give step-by-step instructions or code. At most 6 short lines.")
+    lines = []
+    for t in sample:
+        lines.append(f"- [{t.category}] {t.parent_id} -> {t.child_id}: score {_score(t.parent_score)} -> "
+                     f"{_score(t.child_score)} (delta {t.delta:+.4g})\n  before: {t.parent_summary or '(initial)'}\n"
+                     f"  after: {t.child_summary}")
+    user = (f"## Task\n{description[:DESCRIPTION_CHARS]}\n\n## Parent being improved\n"
+            f"{parent_summary or '(the initial candidate, or not yet summarised)'}\n\n## Transitions\n" + "\n".join(lines))
+    return [{"role": "system", "content": system}, {"role": "user", "content": user}]
+
+
+# -- Sampler -----------------------------------------------------------------------------------
+def sampler_candidates(buf: EvolveBuffer, parent_id: str, limit: int) -> list[Artifact]:
+    """The artifacts the Sampler chooses among: the best half and the newest half of `limit`."""
+    arts = [a for a in buf.artifacts() if a.artifact_id != parent_id]
+    if len(arts) <= limit:
+        return sorted(arts, key=lambda a: (a.created_version, a.artifact_id))
+    best = sorted(arts, key=lambda a: (-a.val_mean, a.created_version))[: limit // 2]
+    seen = {a.artifact_id for a in best}
+    newest = [a for a in sorted(arts, key=lambda a: (-a.created_version, a.artifact_id)) if a.artifact_id not in seen]
+    return sorted([*best, *newest[: limit - len(best)]], key=lambda a: (a.created_version, a.artifact_id))
+
+
+def _label(a: Artifact) -> str:
+    if not a.parent_ids and not summary_of(a):
+        return "(the initial candidate)"
+    return summary_of(a) or f"(unsummarised) {diff_digest(a)}".strip()
+
+
+def sampler_messages(parent: Artifact, guidance: str, candidates: list[Artifact], k: int) -> list[dict]:
+    system = (f"{SAMPLER_MARKER} choose few-shot exemplars.\n"
+              f"Pick up to {k} exemplars for the next change of the parent: relevant to the parent and the "
+              "guidance, diverse among themselves, with proven outcomes, and include a low-scoring one when it "
+              "is novel. Answer with one line: EXEMPLARS: id, id, ...")
+    rows = "\n".join(f"- {a.artifact_id} | score {_score(a.val_mean)} | {_label(a)}" for a in candidates)
+    user = (f"## Parent {parent.artifact_id} (score {_score(parent.val_mean)})\n{summary_of(parent) or '(no summary)'}\n\n"
+            f"## Guidance\n{guidance or '(none)'}\n\n## Candidates\n{rows}\n\nPick up to {k}.")
+    return [{"role": "system", "content": system}, {"role": "user", "content": user}]
+
+
+_ID = re.compile(r"[A-Za-z][A-Za-z_-]*\d+")
+
+
+def parse_exemplars(reply: str, known: set[str], k: int) -> tuple[list[str], int]:
+    """The known ids the reply names (first k, no repeats) and how many named ids are unknown."""
+    m = re.search(r"EXEMPLARS?\s*:(.*)", reply, re.I | re.S)
+    text = m.group(1) if m else reply
+    picked, unknown = [], 0
+    for token in _ID.findall(text):
+        if token in known:
+            if token not in picked:
+                picked.append(token)
+        else:
+            unknown += 1
+    return picked[:k], unknown
+
+
+def fallback_exemplars(candidates: list[Artifact], transitions: list[Transition], k: int) -> list[str]:
+    """Deterministic: the best, the newest improvement, the lowest scorer (novel or not), then newest."""
+    if not candidates:
+        return []
+    ids = {a.artifact_id for a in candidates}
+    order = [max(candidates, key=lambda a: (a.val_mean, -a.created_version)).artifact_id]
+    improved = [t.child_id for t in transitions if t.category == "improvement" and t.child_id in ids]
+    order += improved[-1:]
+    order.append(min(candidates, key=lambda a: (a.val_mean, -a.created_version)).artifact_id)
+    order += [a.artifact_id for a in sorted(candidates, key=lambda a: -a.created_version)]
+    return list(dict.fromkeys(order))[:k]
+
+
+def exemplars_note(buf: EvolveBuffer, ids: list[str]) -> str:
+    lines = []
+    for aid in ids:
+        art = buf.get(aid)
+        if art is None:
+            continue
+        change = diff_digest(art, 300)
+        lines.append(f"- {aid} (score {_score(art.val_mean)}): {_label(art)}" + (f"\n  change: {change}" if change else ""))
+    return "\n".join(lines)
+
+
+# -- the stages --------------------------------------------------------------------------------
+class ContextAgents:
+    def __init__(self, settings: ContextEvolveSettings) -> None:
+        self.settings = settings
+        self.stats = AgentStats()
+        self._made: SharedGuidance | None = None
+        """The newest guidance made by this process (committed children carry it into the pool)."""
+        self._lock = asyncio.Lock()
+
+    def shared_guidance(self, buf: EvolveBuffer, version: int) -> SharedGuidance | None:
+        found = [g for g in (buf.guidance, self._made) if g is not None]
+        if not found or self.settings.guidance_refresh <= 0:
+            return None
+        newest = max(found, key=lambda g: (g.version, g.text))
+        return newest if version - newest.version < self.settings.guidance_refresh else None
+
+    async def navigate(self, view: StageView, env: StrategyEnv) -> Mapping[str, str]:
+        async with self._lock:  # one Navigator call serves the items queued behind it
+            buf = buffer_of(env.archive)
+            shared = self.shared_guidance(buf, view.pool_version)
+            if shared is not None:
+                self.stats.shared_guidance += 1
+                return {"guidance": shared.text, "guidance_version": str(shared.version)}
+            transitions = buf.transitions()
+            if not transitions:
+                return {}  # nothing to learn from yet: the plain context
+            s = self.settings
+            sample = sample_by_category(transitions, s.navigator_samples, s.weights, _item_rng(view, "navigate"))
+            self.stats.calls["navigator"] += 1
+            reply = await env.ask(navigator_messages(env.description, summary_of(view.parent), sample), "navigate")
+            text = (reply or "").strip()[:GUIDANCE_CHARS]
+            if not text:
+                self.stats.fallbacks["navigator"] += 1
+                return {}
+            self._made = SharedGuidance(view.pool_version, text)
+            return {"guidance": text, "guidance_version": str(view.pool_version)}
+
+    async def sample(self, view: StageView, env: StrategyEnv) -> Mapping[str, str]:
+        s = self.settings
+        buf = buffer_of(env.archive)
+        candidates = sampler_candidates(buf, view.parent.artifact_id, s.sampler_candidates)
+        if not candidates or s.exemplars <= 0:
+            return {}
+        if len(candidates) <= s.exemplars:
+            ids = [a.artifact_id for a in candidates]  # nothing to choose: no call
+        else:
+            self.stats.calls["sampler"] += 1
+            reply = await env.ask(sampler_messages(view.parent, view.notes.get("guidance", ""), candidates,
+                                                   s.exemplars), "sample")
+            ids, unknown = parse_exemplars(reply or "", {a.artifact_id for a in candidates}, s.exemplars)
+            self.stats.unknown_ids += unknown
+            if not ids:
+                self.stats.fallbacks["sampler"] += 1
+                ids = fallback_exemplars(candidates, buf.transitions(), s.exemplars)
+        return {"exemplars": exemplars_note(buf, ids)}
+
+    async def summarize(self, view: StageView, env: StrategyEnv) -> Mapping[str, str]:
+        if view.child is None:
+            return {}
+        parent_summary = summary_of(view.parent)
+        diff = unified(view.parent.text, view.child)
+        self.stats.calls["summarizer"] += 1
+        reply = await env.ask(summarizer_messages(parent_summary, view.parent.val_mean, view.child_score, diff),
+                              "summarize")
+        text = (reply or "").strip()
+        if not text:
+            self.stats.fallbacks["summarizer"] += 1
+            text = fallback_summary(parent_summary, diff)
+        return {"summary": text[:SUMMARY_CHARS]}

@@ -1,0 +1,69 @@
+"""contextevolve: ContextEvolve's context agents (Su, Zheng, Li 2025) on any parent selection.
+
+The proposer sees its parent, the Navigator's directional guidance and the Sampler's exemplars
+(ids, scores, summaries and a digest of each one's change) as the strategy's guidance section;
+no other artifact's full text (the paper's thesis: compressed context, fewer tokens). The
+Summarizer abstracts each evaluated child against its parent's abstract, so the exemplars and
+transitions later items see are summaries, not programs. Every evaluated candidate joins the
+population (a decline is a transition the Navigator learns from). Parent selection is
+[strategy.contextevolve] selection: "tournament" (OpenEvolve's), "pareto" (GEPA's) or "islands"
+(LoongFlow's island ring with Boltzmann selection, its [strategy.loongflow] settings).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Mapping
+
+from engine.pool import Artifact
+from engine.selection.islands import IslandSettings
+from engine.strategy.boltzmann import BoltzmannIslandSelector
+from engine.strategy.context_agents import ContextAgents, ContextEvolveSettings
+from engine.strategy.parts import ParetoSelector, Population, TournamentSelector
+from engine.strategy.protocols import Archive, ParentSelector, SearchParams, Strategy, StrategyStage
+from engine.strategy.registry import register
+
+SUMMARY = "Summarizer, Navigator and Sampler agents compress the history into the proposer's context (ContextEvolve)"
+SELECTIONS = ("tournament", "pareto", "islands")
+ISLAND_KEYS = ("islands", "migration_interval", "migration_share", "bins", "population_cap")
+SELECTOR_KEYS = ("temperature_rule", "tau_base", "explore_prob", "stagnation_k")
+
+
+@dataclass(frozen=True)
+class AgentContext:
+    """No inspirations: the exemplars reach the proposer as the Sampler's note (summaries and a
+    digest of each change), because a context builder does not see the item's notes."""
+
+    name: str = "parent + Navigator guidance + Sampler exemplars as summaries (ContextEvolve)"
+
+    def inspirations(self, archive: Archive, parent: Artifact, rng) -> list[Artifact]:
+        return []
+
+
+def settings_from(options: Mapping[str, object]) -> ContextEvolveSettings:
+    # engine/config.py (ContextEvolveConfig) validated these; a run built without a config has none.
+    known = {f.name for f in fields(ContextEvolveSettings)}
+    return ContextEvolveSettings(**{k: v for k, v in options.items() if k in known})  # type: ignore[arg-type]
+
+
+def selector_for(selection: str, params: SearchParams) -> ParentSelector:
+    if selection == "pareto":
+        return ParetoSelector()
+    if selection == "islands":
+        lf = params.options.get("loongflow", {})
+        settings = IslandSettings(**{k: lf[k] for k in ISLAND_KEYS if k in lf})  # type: ignore[arg-type]
+        return BoltzmannIslandSelector(settings, **{k: lf[k] for k in SELECTOR_KEYS if k in lf})  # type: ignore[arg-type]
+    if selection == "tournament":
+        return TournamentSelector(params.tournament_size, params.elite_size, params.explore_prob)
+    raise ValueError(f"[strategy.contextevolve] selection must be one of {', '.join(SELECTIONS)}, not {selection!r}")
+
+
+@register("contextevolve", SUMMARY)
+def contextevolve(params: SearchParams) -> Strategy:
+    settings = settings_from(params.options.get("contextevolve", {}))
+    agents = ContextAgents(settings)
+    stages = (StrategyStage("navigate", "before_propose", agents.navigate, workers=settings.workers),
+              StrategyStage("sample", "before_propose", agents.sample, workers=settings.workers),
+              StrategyStage("summarize", "after_evaluate", agents.summarize, workers=settings.workers))
+    return Strategy(name="contextevolve", summary=SUMMARY, selector=selector_for(settings.selection, params),
+                    context=AgentContext(), acceptance=Population(), merges=False, stages=stages)
