@@ -4,7 +4,8 @@ Every run gets a fresh simulated backend with identical settings (profile, time 
 so the only difference between rows is the execution mode. Throughput is proposals per
 *simulated* minute of pipeline time; figures are medians over seeds with min-max spread.
 `--zero-latency` instead measures the engine itself: a backend that answers instantly, SQLite
-on, reporting LLM calls and proposals per wall second.
+on, reporting LLM calls and proposals per wall second. `--strategies a,b,c` instead compares
+search strategies under sync and async (bench_strategies.py).
 """
 
 from __future__ import annotations
@@ -117,6 +118,10 @@ def main(args: argparse.Namespace) -> int:
 
     if bench_real.wanted(args):  # --llm-url URL / --llm local: a real server, wall-clock throughput
         return bench_real.main(args)
+    if getattr(args, "strategies", None):  # strategies side by side (bench_strategies.py)
+        from evotui import bench_strategies
+
+        return bench_strategies.main(args)
     try:
         modes = _parse_modes(args.modes or DEFAULT_MODES)
     except ValueError as exc:

@@ -81,6 +81,10 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--out", type=Path, metavar="FILE", help="also write the per-mode results as JSON to FILE")
     bench.add_argument("--zero-latency", action="store_true",
                        help="measure engine overhead: instant backend, report LLM calls/s and proposals/s")
+    bench.add_argument("--strategies", metavar="A,B", help="compare search strategies (e.g. gepa,openevolve,loongflow) "
+                       "under --modes (default sync,async): evaluations to target, best, proposals/min")
+    bench.add_argument("--target-fraction", type=float, default=0.9,
+                       help="with --strategies: the target is this fraction of the best any run reached (default 0.9)")
     from evotui import bench_real, local_cmd
 
     bench_real.add_flags(bench)  # --llm-url URL / --llm local: sync vs async on a real server

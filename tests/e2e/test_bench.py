@@ -33,3 +33,19 @@ def test_bench_zero_latency_reports_engine_rate():
     assert proc.returncode == 0, proc.stderr
     row = json.loads(proc.stdout.strip().splitlines()[-1])
     assert row["llm_calls"] > 10 and row["llm_calls_per_s"] > 0 and row["proposals"] <= 10
+
+
+def test_bench_strategies_reports_each_strategy_and_mode():
+    proc = evotui("bench", "circle_packing", "--strategies", "openevolve,loongflow", "--seeds", "1", "--proposals", "3",
+                  "--time-scale", "2000", "--json", timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    rows = [json.loads(line) for line in proc.stdout.strip().splitlines()]
+    assert {(r["strategy"], r["mode"]) for r in rows} == {(s, m) for s in ("openevolve", "loongflow")
+                                                         for m in ("sync", "async")}
+    best = max(b for r in rows for b in r["best"])
+    for r in rows:
+        assert r["target"] == 0.9 * best and r["runs"] == 1 and r["proposals_per_min"][0] > 0
+        assert r["reached"] == len(r["evals_to_target"]) and all(0 <= n <= r["metric_calls"][0]
+                                                                 for n in r["evals_to_target"])
+    bad = evotui("bench", "circle_packing", "--strategies", "loongflow,nope", "--seeds", "1")
+    assert bad.returncode == 2 and "nope" in bad.stderr and "Traceback" not in bad.stderr

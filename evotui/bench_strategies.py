@@ -1,0 +1,141 @@
+"""`evotui bench TASK --strategies gepa,openevolve,loongflow`: search strategies side by side.
+
+Every run has the same task, proposal budget, simulated backend and seed set; only the strategy
+and the execution mode (sync, async) differ. Per strategy × mode, medians over seeds (min-max):
+
+- evaluations to target: metric calls (evaluations of proposals, in the order they finished)
+  until the first artifact at `--target-fraction` of the best value any run of this bench
+  reached (the paper's efficiency measure, with the bench's best standing in for the best known
+  value); runs that never reach it are left out of the median and counted (reached k/N);
+- best at equal proposals: the best score when the shared proposal budget is spent;
+- proposals per simulated minute of pipeline time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sqlite3
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+from engine.runner import SetupError
+from evotui import bench
+
+DEFAULT_MODES = "sync,async"
+
+
+def parse_list(spec: str) -> list[str]:
+    return [s.strip() for s in spec.split(",") if s.strip()]
+
+
+def evaluation_trace(db: Path) -> list[tuple[int, float]]:
+    """(evaluations finished so far, score) of each committed proposal, in commit order; the
+    seed is (0, its score)."""
+    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        done = sorted(t for (t,) in con.execute(
+            "SELECT finished_at FROM item_stages WHERE stage = 'evaluate' AND finished_at IS NOT NULL"))
+        rows = con.execute("SELECT created_at, status, val_scores_json FROM artifacts "
+                           "ORDER BY created_version").fetchall()
+    finally:
+        con.close()
+    out = []
+    for created_at, status, scores_json in rows:
+        scores = json.loads(scores_json or "{}")
+        score = sum(scores.values()) / len(scores) if scores else 0.0
+        out.append((0 if status == "seed" else sum(1 for t in done if t <= created_at), score))
+    return out
+
+
+def evaluations_to(trace: list[tuple[int, float]], target: float) -> int | None:
+    return next((n for n, score in trace if score >= target), None)
+
+
+def _spread(values: list[float], fmt: str) -> str:
+    if not values:
+        return "-"
+    med = statistics.median(values)
+    return f"{med:{fmt}} ({min(values):{fmt}}-{max(values):{fmt}})"
+
+
+def summarise(results: dict[tuple[str, str], list[dict]], fraction: float) -> list[dict]:
+    best_any = max(r["best_score"] for rows in results.values() for r in rows)
+    target = fraction * best_any
+    out = []
+    for (strategy, mode), rows in results.items():
+        reached = [n for r in rows if (n := evaluations_to(r["trace"], target)) is not None]
+        out.append({"strategy": strategy, "mode": mode, "runs": len(rows), "target": target,
+                    "evals_to_target": reached, "reached": len(reached),
+                    "best": [r["best_score"] for r in rows],
+                    "proposals_per_min": [r["proposals_per_min"] for r in rows],
+                    "metric_calls": [r["metric_calls"] for r in rows]})
+    return out
+
+
+def table(rows: list[dict], task: str, proposals: int, fraction: float) -> str:
+    target = rows[0]["target"] if rows else 0.0
+    lines = [f"{task}, {proposals} proposals per run, simulated backend; target = {fraction:g} x best of any "
+             f"run = {target:.4f}; medians (min-max) over seeds",
+             f"{'strategy':11} {'mode':6} {'evals to target':>22} {'reached':>8} {'best at equal proposals':>26} "
+             f"{'proposals/sim-min':>20}"]
+    for r in rows:
+        lines.append(f"{r['strategy']:11} {r['mode']:6} {_spread([float(v) for v in r['evals_to_target']], '.0f'):>22} "
+                     f"{r['reached']}/{r['runs']:<6} {_spread(r['best'], '.4f'):>26} "
+                     f"{_spread(r['proposals_per_min'], '.2f'):>20}")
+    return "\n".join(lines)
+
+
+async def _run_all(args: argparse.Namespace, strategies: list[str], modes: list[str]) -> dict:
+    results: dict[tuple[str, str], list[dict]] = {(s, m): [] for s in strategies for m in modes}
+    with tempfile.TemporaryDirectory(prefix="evotui-bench-strategies-") as tmp:
+        for seed in range(args.seeds):
+            for strategy in strategies:  # interleaved, so machine drift hits every row alike
+                for mode in modes:
+                    db = Path(tmp) / f"{strategy}-{mode}-{seed}.db"
+                    row = await bench.run_one(args.task, mode, seed, args.profile, args.proposals, args.time_scale,
+                                              db, {"strategy": {"name": strategy}})
+                    s = row
+                    s["trace"] = evaluation_trace(db)
+                    s["metric_calls"] = s["trace"][-1][0] if s["trace"] else 0
+                    results[(strategy, mode)].append(s)
+                    if not args.json:
+                        print(f"  {strategy:11} {mode:6} seed {seed}: best {row['best_score']:.4f}, "
+                              f"{row['proposals_per_min']:.2f} proposals/min", file=sys.stderr, flush=True)
+    return results
+
+
+def main(args: argparse.Namespace) -> int:
+    from engine.strategy import entries
+
+    strategies = parse_list(args.strategies)
+    known = {e.name for e in entries()}
+    unknown = [s for s in strategies if s not in known]
+    modes = parse_list(args.modes or DEFAULT_MODES)
+    bad_modes = [m for m in modes if m not in bench.MODES]
+    if not strategies or unknown or bad_modes:
+        what = (f"unknown strategy(ies) {', '.join(unknown)}; strategies are {', '.join(sorted(known))}" if unknown
+                else f"unknown mode(s) {', '.join(bad_modes)}; choose from {', '.join(bench.MODES)}" if bad_modes
+                else "--strategies names no strategy")
+        print(f"evotui: error: {what}", file=sys.stderr)
+        return 2
+    if args.seeds < 1 or args.proposals < 1 or not 0 < args.target_fraction <= 1:
+        print("evotui: error: --seeds and --proposals must be at least 1, --target-fraction in (0, 1]", file=sys.stderr)
+        return 2
+    try:
+        results = asyncio.run(_run_all(args, strategies, modes))
+    except SetupError as exc:
+        print(f"evotui: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    rows = summarise(results, args.target_fraction)
+    if args.out is not None:
+        args.out.write_text(json.dumps(rows, indent=1))
+    if args.json:
+        for r in rows:
+            print(json.dumps(r))
+    else:
+        print(table(rows, args.task, args.proposals, args.target_fraction))
+    return 0
