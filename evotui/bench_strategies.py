@@ -32,9 +32,9 @@ def parse_list(spec: str) -> list[str]:
     return [s.strip() for s in spec.split(",") if s.strip()]
 
 
-def evaluation_trace(db: Path) -> list[tuple[int, float]]:
-    """(evaluations finished so far, score) of each committed proposal, in commit order; the
-    seed is (0, its score)."""
+def evaluation_trace(db: Path) -> tuple[list[tuple[int, float]], int]:
+    """(evaluations finished so far, score) of each committed proposal, in commit order (the
+    seed is (0, its score)), and the evaluations of proposals in all."""
     con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
     try:
         done = sorted(t for (t,) in con.execute(
@@ -48,7 +48,7 @@ def evaluation_trace(db: Path) -> list[tuple[int, float]]:
         scores = json.loads(scores_json or "{}")
         score = sum(scores.values()) / len(scores) if scores else 0.0
         out.append((0 if status == "seed" else sum(1 for t in done if t <= created_at), score))
-    return out
+    return out, len(done)
 
 
 def evaluations_to(trace: list[tuple[int, float]], target: float) -> int | None:
@@ -98,10 +98,8 @@ async def _run_all(args: argparse.Namespace, strategies: list[str], modes: list[
                     db = Path(tmp) / f"{strategy}-{mode}-{seed}.db"
                     row = await bench.run_one(args.task, mode, seed, args.profile, args.proposals, args.time_scale,
                                               db, {"strategy": {"name": strategy}})
-                    s = row
-                    s["trace"] = evaluation_trace(db)
-                    s["metric_calls"] = s["trace"][-1][0] if s["trace"] else 0
-                    results[(strategy, mode)].append(s)
+                    row["trace"], row["metric_calls"] = evaluation_trace(db)
+                    results[(strategy, mode)].append(row)
                     if not args.json:
                         print(f"  {strategy:11} {mode:6} seed {seed}: best {row['best_score']:.4f}, "
                               f"{row['proposals_per_min']:.2f} proposals/min", file=sys.stderr, flush=True)
