@@ -49,19 +49,22 @@ class Tally:
     llm_retries: int = 0
     metric_calls: int = 0
     fail_reasons: Counter = field(default_factory=Counter)
+    calls_by_stage: Counter = field(default_factory=Counter)
+    """LLM calls per stage (a strategy's agents included): what each part of the search costs."""
+    tokens_by_stage: Counter = field(default_factory=Counter)
+    """Prompt + completion tokens per stage."""
 
     def to_dict(self) -> dict:
-        out = {k: v for k, v in self.__dict__.items() if k != "fail_reasons"}
-        out["fail_reasons"] = dict(self.fail_reasons)
-        return out
+        return {k: dict(v) if isinstance(v, Counter) else v for k, v in self.__dict__.items()}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "Tally":
         tally = cls()
         for key, value in data.items():
-            if key == "fail_reasons":
-                tally.fail_reasons = Counter(value)
-            elif hasattr(tally, key):
+            current = getattr(tally, key, None)
+            if isinstance(current, Counter):
+                setattr(tally, key, Counter(value))
+            elif key in tally.__dataclass_fields__:
                 setattr(tally, key, value)
         return tally
 

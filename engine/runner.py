@@ -344,6 +344,10 @@ class EngineRun:
             "time_basis": "simulated" if ctx.config.uses_sim else "wall",
             "proposals_per_min": round(snap.proposals / minutes, 3) if minutes > 0 else None,
             "budget_spent": dict(snap.budget_spent),
+            # What each stage costs (a strategy's agents included), per proposal the LLM returned.
+            "llm_by_stage": {stage: {"calls": n, "tokens": ctx.tally.tokens_by_stage[stage],
+                                     "calls_per_proposal": round(n / snap.proposals, 3) if snap.proposals else None}
+                             for stage, n in sorted(ctx.tally.calls_by_stage.items())},
             **self._program_figures(snap),
         }
 

@@ -221,6 +221,8 @@ class Recorder:
         ctx.tally.llm_retries += rec.retries
         ctx.tally.prompt_tokens += rec.prompt_tokens
         ctx.tally.completion_tokens += rec.completion_tokens
+        ctx.tally.calls_by_stage[rec.stage] += 1
+        ctx.tally.tokens_by_stage[rec.stage] += tokens
         if rec.status == "error":
             ctx.tally.llm_errors += 1
             self.consecutive_errors += 1

@@ -27,13 +27,14 @@ FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "v2_interrupted_run
 
 ids = st.text("abcdefgh0123456789", min_size=1, max_size=8)
 counts = st.integers(min_value=0, max_value=10**9)
-TALLY_INTS = [k for k in Tally().__dict__ if k != "fail_reasons"]
+TALLY_INTS = [k for k, v in Tally().__dict__.items() if not isinstance(v, Counter)]
+TALLY_COUNTERS = [k for k, v in Tally().__dict__.items() if isinstance(v, Counter)]
 
 
 @st.composite
 def run_states(draw) -> RunState:
     tally = Tally(**{k: draw(counts) for k in TALLY_INTS},
-                  fail_reasons=Counter(draw(st.dictionaries(st.text(max_size=20), counts, max_size=4))))
+                  **{k: Counter(draw(st.dictionaries(st.text(max_size=20), counts, max_size=4))) for k in TALLY_COUNTERS})
     val_ids = draw(st.lists(ids, max_size=5, unique=True))
     return RunState(
         tally=tally,
