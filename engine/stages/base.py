@@ -15,7 +15,7 @@ from engine.pipeline.modes import mode_named
 from engine.pipeline.spec import Spawn, StageSpec
 from engine.pool import Artifact
 from engine.selection import merge
-from engine.stages.strategy_stages import stage_specs, strategy_calls
+from engine.stages.strategy_stages import guidance_keys, stage_specs, strategy_calls, with_guidance
 from engine.strategy.protocols import Pick, Strategy
 
 
@@ -62,6 +62,10 @@ class KindHandlers:
     @property
     def strategy_calls(self) -> int:
         return strategy_calls(self.strategy.stages)
+
+    def with_guidance(self, messages: list[dict], item: WorkItem) -> list[dict]:
+        """The proposal request and the strategy stages' guidance for this item."""
+        return with_guidance(messages, item, guidance_keys(self.strategy.stages))
 
     def child_score(self, item: WorkItem) -> float | None:
         """An evaluated candidate's score, for the strategy's stages after evaluation."""

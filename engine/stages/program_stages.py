@@ -28,7 +28,6 @@ from engine.sandbox import EvalResult, Sandbox
 from engine.selection import merge
 from engine.stages import program_prompt as prompt
 from engine.stages.base import KindHandlers
-from engine.stages.strategy_stages import with_guidance
 from engine.strategy.protocols import Strategy
 
 TOKENS_PER_CALL_PRIOR = 3000.0
@@ -150,7 +149,7 @@ class ProgramStages(KindHandlers):
             return None
         parent = ctx.pool.get(item.parent_id)
         ctx.bus.publish(ev.ProposalStart(item_id=item.item_id, parent_id=parent.artifact_id))
-        messages = with_guidance(self.messages_for(parent), item)
+        messages = self.with_guidance(self.messages_for(parent), item)
         child, reason, errors = None, "", []
         for attempt in range(1 + s.max_patch_retries):
             try:

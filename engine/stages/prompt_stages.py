@@ -29,7 +29,6 @@ from engine.stages.base import KindHandlers
 from engine.stages.chain import ChainMixin
 from engine.stages.prompt_repair import StaleRepairMixin
 from engine.stages.speculation import SpeculationMixin
-from engine.stages.strategy_stages import with_guidance
 from engine.strategy.protocols import Strategy
 from engine.tasks.prompt_task import TaskError
 
@@ -205,7 +204,7 @@ class PromptStages(SpeculationMixin, ChainMixin, StaleRepairMixin, KindHandlers)
                                                            item.payload["traces"], others)
         else:
             messages = reflection.build_messages(ctx.task.description, current, item.payload["traces"], others)
-        messages = with_guidance(messages, item)
+        messages = self.with_guidance(messages, item)
         reason = ""
         child = None
         try:

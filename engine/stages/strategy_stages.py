@@ -65,10 +65,14 @@ def _runner(st: StrategyStage, env: KindEnv, ctx: RunContext,
     return run
 
 
-def with_guidance(messages: list[dict], item: WorkItem) -> list[dict]:
-    """The proposal request with the item's notes appended to its last user message, quoted so
-    that fenced blocks in a note never pass for the text to improve."""
-    notes = item.payload.get("notes") or {}
+def guidance_keys(stages: tuple[StrategyStage, ...]) -> frozenset[str]:
+    return frozenset(key for st in stages for key in st.guides)
+
+
+def with_guidance(messages: list[dict], item: WorkItem, shown: frozenset[str]) -> list[dict]:
+    """The proposal request with the item's guiding notes (`shown`) appended to its last user
+    message, quoted so that fenced blocks in a note never pass for the text to improve."""
+    notes = {k: v for k, v in (item.payload.get("notes") or {}).items() if k in shown}
     if not notes:
         return messages
     parts = ["", "## Guidance from the search strategy"]

@@ -62,8 +62,9 @@ def selector_for(selection: str, params: SearchParams) -> ParentSelector:
 def contextevolve(params: SearchParams) -> Strategy:
     settings = settings_from(params.options.get("contextevolve", {}))
     agents = ContextAgents(settings)
-    stages = (StrategyStage("navigate", "before_propose", agents.navigate, workers=settings.workers),
-              StrategyStage("sample", "before_propose", agents.sample, workers=settings.workers),
+    stages = (StrategyStage("navigate", "before_propose", agents.navigate, workers=settings.workers,
+                            guides=("guidance",)),
+              StrategyStage("sample", "before_propose", agents.sample, workers=settings.workers, guides=("exemplars",)),
               StrategyStage("summarize", "after_evaluate", agents.summarize, workers=settings.workers))
     return Strategy(name="contextevolve", summary=SUMMARY, selector=selector_for(settings.selection, params),
                     context=AgentContext(), acceptance=Population(), merges=False, stages=stages)

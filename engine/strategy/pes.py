@@ -170,5 +170,5 @@ def pes_stages(depth: int = 4, planner_workers: int = 4, summarizer_workers: int
         note, why = parse_note(reply, "summary")
         return {"summary": note} if note is not None else {"summary_fallback": f"no summary ({why})"}
 
-    return (StrategyStage("plan", "before_propose", plan, workers=planner_workers),
+    return (StrategyStage("plan", "before_propose", plan, workers=planner_workers, guides=("plan",)),
             StrategyStage("summarize", "after_evaluate", summarize, workers=summarizer_workers))

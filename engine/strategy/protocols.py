@@ -120,8 +120,8 @@ class StrategyEnv(Protocol):
 class StrategyStage:
     """An LLM stage a strategy's proposal operator needs beside the kind's own (LoongFlow's
     planner and summarizer, ContextEvolve's context agents). It runs as a pipeline stage with
-    its own workers; what it returns is added to the item's notes, which the proposer is shown
-    (as guidance) and the committed child keeps in meta["notes"]."""
+    its own workers; what it returns is added to the item's notes, which the committed child
+    keeps in meta["notes"] and of which the proposer is shown the `guides` keys (as guidance)."""
 
     name: str
     when: Literal["before_propose", "after_evaluate"]
@@ -129,6 +129,9 @@ class StrategyStage:
     workers: int = 4
     calls: int = 1
     """LLM calls one item costs here at most (budget reservations)."""
+    guides: tuple[str, ...] = ()
+    """The note keys of this stage the proposer is shown; the rest (fallback reasons, versions,
+    what only later stages or the archive read) is kept in meta["notes"] only."""
 
 
 @dataclass(frozen=True)

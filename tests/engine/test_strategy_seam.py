@@ -89,7 +89,7 @@ async def test_selection_tags_travel_with_the_item_into_the_committed_childs_met
 async def _plan(view: StageView, env) -> dict[str, str]:
     reply = await env.ask([{"role": "system", "content": "You plan."},
                            {"role": "user", "content": f"Plan an improvement of {view.parent.artifact_id}."}], "plan")
-    return {"plan": reply if reply is not None else "(no plan: the planner failed)"}
+    return {"plan": reply if reply is not None else "(no plan: the planner failed)", "plan_source": "the test planner"}
 
 
 async def _summarize(view: StageView, env) -> dict[str, str]:
@@ -102,7 +102,8 @@ async def test_a_strategys_own_stages_run_as_pipeline_stages_and_guide_the_propo
     from engine.strategy.protocols import StrategyStage
 
     base = build("gepa", "prompt", SearchParams())
-    planned = replace(base, name="planned", stages=(StrategyStage("plan", "before_propose", _plan, workers=3),
+    planned = replace(base, name="planned", stages=(StrategyStage("plan", "before_propose", _plan, workers=3,
+                                                                  guides=("plan",)),
                                                     StrategyStage("summarize", "after_evaluate", _summarize, calls=0)))
     monkeypatch.setattr(runner_mod, "strategy_for", lambda ctx: planned)
     fake = harness.fake
@@ -117,11 +118,12 @@ async def test_a_strategys_own_stages_run_as_pipeline_stages_and_guide_the_propo
     proposals = [r for r in fake.requests if r.stage == "propose"]
     assert proposals and all("## Guidance from the search strategy\n### plan\n> PLAN: add the missing keyword"
                              in r.user for r in proposals)
+    assert not any("plan_source" in r.user for r in proposals)  # not a guiding key: kept, not shown
     children = [a for a in run.ctx.pool.artifacts() if a.status != "seed"]
     assert children
     for child in children:
         notes = dict(child.meta["notes"])
-        assert notes["plan"] == "PLAN: add the missing keyword"
+        assert notes["plan"] == "PLAN: add the missing keyword" and notes["plan_source"] == "the test planner"
         assert notes["summary"].endswith("following: PLAN: add the missing keyword")
     stages = {row["stage"] for row in await harness.rows("item_stages", run.ctx.run_id)}
     assert {"plan", "summarize"} <= stages
