@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import shutil
 import signal
 import sys
 from pathlib import Path
@@ -61,19 +62,43 @@ def report(term: Terminal, run: EngineRun, result: RunResult, resume_hint: str) 
         term.say(f"evotui: error: {result.reason}")
     elif result.status == "interrupted":
         term.say(f"evotui: run interrupted; continue with: {resume_hint}")
+    term.say(closing_line(result.summary))
     term.write(sys.stdout, json.dumps(result.summary))
 
 
-def progress_line(s: EngineSnapshot) -> str:
+def _score(value: float | None) -> str:
+    return f"{value:.3f}" if value is not None else "-"
+
+
+def closing_line(summary: dict) -> str:
+    """The run's end in one human-readable line (the JSON summary follows on stdout)."""
+    s = summary
+    merges = f" and {s.get('merges_accepted', 0)} of {s.get('merges_tried', 0)} merges" if s.get("merges_tried") else ""
+    sim = " (simulated)" if s.get("simulated") else ""
+    return (f"evotui: {s['status']}: best {_score(s.get('best_score'))} ({s.get('best_id') or '-'}, seed "
+            f"{_score(s.get('seed_score'))}) after {s.get('proposal_attempts', 0)} proposals{merges}; "
+            f"{s.get('accepted', 0)} accepted, {s.get('rejected', 0)} rejected, {s.get('failed', 0)} failed; "
+            f"{s.get('llm_calls', 0)} LLM calls in {s.get('wall_s', 0):.1f} s{sim}; strategy {s.get('strategy', '-')}")
+
+
+def progress_line(s: EngineSnapshot, width: int = 200) -> str:
+    """A progress line: the compact form fits 80 columns; wider terminals get queues and LLM use.
+    Accepted counts merges too: they are shown apart (merges are not proposals)."""
+    elapsed = f"{s.elapsed_s:5.1f}s" if s.elapsed_s < 1000 else f"{s.elapsed_s / 60:.0f}m"  # minutes keep it short
+    merges = f" merges {s.merges_accepted}" if s.merges_accepted else ""
+    compact = (f"[{elapsed} {s.state}] v{s.pool_version} best {_score(s.best_score)} prop {s.proposal_attempts} "
+               f"acc {s.accepted} rej {s.rejected} fail {s.failed}{merges}")
+    if width < 120:
+        return compact
     queues = " ".join(f"{st.name}:{st.depth}/{st.busy}/{st.workers}" for st in s.stages)
-    best = f"{s.best_score:.3f}" if s.best_score is not None else "-"
-    seed = f"{s.seed_score:.3f}" if s.seed_score is not None else "-"
     sim = " [SIMULATED]" if s.simulated else ""
-    return (
-        f"[{s.elapsed_s:7.1f}s {s.state}{sim}] v{s.pool_version} best {best} (seed {seed}) "
-        f"prop {s.proposals} acc {s.accepted} rej {s.rejected} fail {s.failed} stale {s.discarded_stale} "
-        f"| q depth/busy/workers {queues} | llm {s.llm_calls} calls {s.prompt_tokens + s.completion_tokens} tok"
-    )
+    return (f"{compact} stale {s.discarded_stale} (seed {_score(s.seed_score)}){sim} | q depth/busy/workers "
+            f"{queues} | llm {s.llm_calls} calls {s.prompt_tokens + s.completion_tokens} tok")
+
+
+def _width(stream: TextIO) -> int:
+    """The terminal's width; a file or pipe gets the wide form."""
+    return shutil.get_terminal_size((200, 24)).columns if stream.isatty() else 200
 
 
 async def _write_events(sub: Subscription, out: TextIO) -> None:
@@ -94,7 +119,7 @@ async def _write_events(sub: Subscription, out: TextIO) -> None:
 async def _progress(run: EngineRun, every_s: float, term: Terminal) -> None:
     while True:
         await asyncio.sleep(every_s)
-        term.say(progress_line(run.snapshot()))
+        term.say(progress_line(run.snapshot(), _width(term.err)))
 
 
 async def drive(run: EngineRun, *, events_path: Path | None, progress_every: float, quiet: bool,
@@ -144,6 +169,8 @@ async def drive(run: EngineRun, *, events_path: Path | None, progress_every: flo
             term.say(f"evotui: run {run.ctx.run_id} in {run.db_path} ({'resumed' if run.resumed else 'new'})")
             tasks.append(asyncio.create_task(_progress(run, progress_every, term)))
         result = await run.run()
+        if not quiet:  # the last progress line is the final state
+            term.say(progress_line(run.snapshot(), _width(term.err)))
         if tasks and events_path is not None:
             # Let the event writer flush what the run published last.
             await asyncio.wait_for(asyncio.shield(tasks[0]), timeout=5)
