@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from engine.llm.client import CallRecord
 from engine.store.store import Store
 from engine.trace.collect import IMPORTED_KEY
 from engine.trace.errors import TraceError
@@ -99,26 +99,6 @@ def _check_references(folder: Path, data: dict[str, list[tuple[str, dict[str, An
             raise TraceError(f"{where}: candidate_id {row['candidate_id']!r} is not in candidates.jsonl")
 
 
-@dataclass
-class _Call:
-    """What Store.insert_llm_call reads (CallRecordLike) for one imported context."""
-
-    endpoint: str
-    url: str
-    model: str
-    stage: str
-    status: str
-    finish_reason: str | None
-    prompt_tokens: int
-    completion_tokens: int
-    latency_s: float
-    retries: int
-    error: str | None
-    started_at: float
-    ttft_s: float | None
-    messages: list[dict[str, Any]] | None
-    response: str | None
-
 
 async def _new_run_id(store: Store, original: str) -> str:
     base = f"{original}-imported"
@@ -168,7 +148,7 @@ async def write_trace(store: Store, trace: Trace, source: Path) -> str:
                                                                ev.get("feedback"), ev.get("stage"))],
                                  ev.get("created_at", 0.0))
     for ctx in trace.contexts:
-        store.insert_llm_call(run_id, _Call(
+        store.insert_llm_call(run_id, CallRecord(
             endpoint=ctx["endpoint"], url=ctx.get("url") or "", model=ctx.get("model") or "",
             stage=ctx.get("stage") or "default", status=ctx["status"], finish_reason=ctx.get("finish_reason"),
             prompt_tokens=int(ctx.get("prompt_tokens") or 0), completion_tokens=int(ctx.get("completion_tokens") or 0),
