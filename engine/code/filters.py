@@ -4,7 +4,9 @@ no_op: the child equals the parent (ignoring trailing whitespace); duplicate: a 
 the same normalised hash is already in the pool or in flight; syntax: ``ast.parse`` rejects it
 (Python, tree-sitter positions as a hint) or the language's tree-sitter grammar finds an error the
 parent does not have (a grammar gap the parent shares is left to the evaluator); region: code
-outside the EVOLVE-BLOCK changed.
+outside the EVOLVE-BLOCK changed; cycling: the child re-adds lines deleted earlier in its lineage
+(engine/code/cycling.py, only with [program] cycling_guard = "reject"). The guard's other
+settings count their children in the same Counter as NOTES (noted, not turned away).
 """
 
 from __future__ import annotations
@@ -12,12 +14,14 @@ from __future__ import annotations
 import hashlib
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import Callable
 
 from engine.code.evolve_blocks import check_syntax
 from engine.code.languages import PYTHON, LanguageSpec
 from engine.code.patches import check_outside
 
-KINDS = ("no_op", "length", "duplicate", "syntax", "region")
+KINDS = ("no_op", "length", "duplicate", "syntax", "region", "cycling")
+NOTES = ("cycling_warned", "cycling_penalised")
 
 
 def normalise(text: str) -> str:
@@ -59,9 +63,12 @@ class ProgramFilters:
         self.known.add(digest)
         return digest
 
-    def check(self, parent: str, child: str) -> Verdict:
-        """Run every filter in order of cost; the first that fails is counted and returned."""
+    def check(self, parent: str, child: str, extra: Callable[[], Verdict] | None = None) -> Verdict:
+        """Run every filter in order of cost; the first that fails is counted and returned.
+        extra: a costlier check run last (the cycling guard's lineage check)."""
         verdict = self._verdict(parent, child)
+        if verdict.passed and extra is not None:
+            verdict = extra()
         if verdict.kind is None:
             self.passed += 1
         else:

@@ -3,7 +3,8 @@
 Layout puts the stable part first so server prefix caches hit: the system message (fixed for
 the run, including the output-format contract), the task description, the top programs (which
 change only when the pool's top changes), then the parent, its metrics and feedback, its last
-change and the recent failures (most volatile last). Every section has a character budget;
+change, the lines its lineage deleted (with the cycling guard on) and the recent failures (most
+volatile last). Every section has a character budget;
 clipped text carries an explicit truncation marker.
 
 Contract with any LLM (and the simulator): the system message contains
@@ -42,6 +43,9 @@ FORMAT = {
     ),
 }
 
+REMOVED_HEADING = "## Lines removed earlier in this lineage (do not re-add without a reason)"
+REMOVED_SHOWN = 12
+REMOVED_LINE_CHARS = 200
 SHARES = {"parent": 0.45, "others": 0.25, "feedback": 0.1, "change": 0.1, "failures": 0.1}
 
 
@@ -68,8 +72,10 @@ def _fmt_score(value: float | None) -> str:
 
 def build_messages(*, system: str, description: str, parent_id: str, parent_code: str, parent_score: float | None,
                    metrics: dict, feedback: dict, last_change: str, others: list[tuple[str, float, str]],
-                   failures: list[str], fmt: str, max_chars: int, language: LanguageSpec = PYTHON) -> list[dict]:
-    """Messages of one proposal request; others = (artifact id, score, program text)."""
+                   failures: list[str], fmt: str, max_chars: int, language: LanguageSpec = PYTHON,
+                   removed: list[str] | None = None) -> list[dict]:
+    """Messages of one proposal request; others = (artifact id, score, program text); removed = lines
+    the parent's lineage deleted (the cycling guard's section, shown only when given)."""
     budget = {k: int(v * max_chars) for k, v in SHARES.items()}
     fence = language.fence
     parts: list[str] = []
@@ -91,6 +97,9 @@ def build_messages(*, system: str, description: str, parent_id: str, parent_code
         parts.append(f"## Evaluator feedback\n{clip(lines, budget['feedback'])}\n")
     if last_change:
         parts.append(f"## Change that produced the current program\n```diff\n{clip(last_change.rstrip(), budget['change'])}\n```\n")
+    if removed:
+        lines = "\n".join(f"- {clip(ln, REMOVED_LINE_CHARS)}" for ln in removed[:REMOVED_SHOWN])
+        parts.append(f"{REMOVED_HEADING}\n{lines}\n")
     if failures:
         lines = "\n".join(f"- {clip(f, max(200, budget['failures'] // len(failures)))}" for f in failures)
         parts.append(f"## Recent failed attempts\n{lines}\n")

@@ -16,7 +16,8 @@ from collections import deque
 from typing import Mapping
 
 from engine import events as ev
-from engine.code.filters import ProgramFilters, program_hash
+from engine.code import cycling
+from engine.code.filters import ProgramFilters, Verdict, program_hash
 from engine.code.patches import apply_reply, unified_diff
 from engine.context import FatalRunError, RunContext
 from engine.items import WorkItem, current_item
@@ -58,6 +59,15 @@ class ProgramStages(KindHandlers):
         for art in ctx.pool.artifacts():
             self.filters.remember(art.text)
         self.failures: deque[str] = deque(maxlen=max(1, self.settings.num_failures))
+        self.guard = self.settings.cycling_guard
+        self.history = cycling.LineageHistory(self._lineage)
+
+    def _lineage(self, artifact_id: str) -> tuple[str, tuple[str, ...]] | None:
+        pool = self.ctx.pool
+        if artifact_id not in pool:
+            return None
+        art = pool.get(artifact_id)
+        return art.text, tuple(art.parent_ids)
 
     def pipeline(self) -> PipelineSpec:
         return PipelineSpec(
@@ -136,7 +146,9 @@ class ProgramStages(KindHandlers):
             metrics=dict(meta.get("metrics") or {}), feedback=dict(meta.get("feedback") or {}),
             last_change=str(meta.get("diff") or ""),
             others=[(a.artifact_id, a.val_mean, a.text) for a in self.inspirations(parent)], failures=list(self.failures),
-            fmt=s.patch_format, max_chars=s.max_prompt_chars, language=self.task.language)
+            fmt=s.patch_format, max_chars=s.max_prompt_chars, language=self.task.language,
+            removed=None if self.guard == "off" else
+            self.history.removed_lines(parent.artifact_id, parent.text, prompt.REMOVED_SHOWN))
 
     async def propose(self, item: WorkItem) -> WorkItem | None:
         ctx, s = self.ctx, self.settings
@@ -201,12 +213,27 @@ class ProgramStages(KindHandlers):
     # -- validate / evaluate / update -------------------------------------------------------
     async def validate(self, item: WorkItem) -> WorkItem | None:
         parent = self.ctx.pool.get(item.parent_id)
-        verdict = self.filters.check(parent.text, item.payload["child"])
+        child = item.payload["child"]
+        verdict = self.filters.check(parent.text, child,
+                                     None if self.guard == "off" else lambda: self._cycling(item, parent, child))
         if not verdict.passed:
             self._fail(item, f"filter {verdict.kind}", verdict.reason)
             return None
-        self.filters.remember(item.payload["child"])
+        self.filters.remember(child)
         return item
+
+    def _cycling(self, item: WorkItem, parent: Artifact, child: str) -> Verdict:
+        """The cycling guard's check (after the cheaper filters passed): its finding goes into the
+        payload (warn / penalise use it later); reject turns a recycling child away here."""
+        found = self.history.check(parent.artifact_id, parent.text, child)
+        if not found.count:
+            return Verdict(None)
+        if self.guard == "reject":
+            return Verdict("cycling", f"cycling: {found.count} of {found.added} added lines were deleted earlier "
+                                      f"in this lineage, e.g. {prompt.clip(found.lines[0][0], 120)!r}")
+        item.payload["recycled_lines"] = found.meta()
+        self.filters.counts["cycling_warned" if self.guard == "warn" else "cycling_penalised"] += 1
+        return Verdict(None)
 
     async def evaluate(self, item: WorkItem) -> WorkItem | None:
         ctx = self.ctx
@@ -219,14 +246,21 @@ class ProgramStages(KindHandlers):
             self._fail(item, "evaluation failed", f"evaluation failed: {res.reason}", tail)
             return None
         ctx.bus.publish(ev.EvaluationEnd(item_id=item.item_id, split="program", score=res.score))
-        refused = self.gate(res.score, self._parent_score(item), item) if self.strategy.acceptance.gated else None
+        score = res.score
+        recycled = item.payload.get("recycled_lines")
+        if self.guard == "penalise" and recycled:
+            # The pool (val_scores, the gate, selection) sees the penalised score; the raw one
+            # stays in the metrics and in meta raw_score.
+            item.payload["raw_score"] = score
+            score = cycling.penalised(score, recycled["share"], self.settings.cycling_penalty)
+        refused = self.gate(score, self._parent_score(item), item) if self.strategy.acceptance.gated else None
         if refused is not None:
             ctx.tally.rejected += 1
             reason = f"score gate: {refused}"
             ctx.bus.publish(ev.CandidateRejected(item_id=item.item_id, parent_id=item.parent_id, reason=reason))
             item.end("rejected", reason)
             return None
-        item.payload["score"] = res.score
+        item.payload["score"] = score
         item.payload["metrics"] = res.metrics
         item.payload["feedback"] = _feedback_of(res)
         return item
@@ -248,7 +282,8 @@ class ProgramStages(KindHandlers):
             meta={**self.artifact_meta(item), "metrics": item.payload["metrics"],
                   "feedback": item.payload["feedback"], "diff": prompt.clip(item.payload.get("diff", ""), 4000),
                   "patch_format": self.settings.patch_format, "patch_retries": item.payload.get("patch_retries", 0),
-                  "eval_s": item.payload.get("eval_s")},
+                  "eval_s": item.payload.get("eval_s"),
+                  **{k: item.payload[k] for k in ("recycled_lines", "raw_score") if k in item.payload}},
         )
         self.ledger.commit(item, art)  # counted and announced there
         item.payload["artifact_id"] = artifact_id

@@ -73,6 +73,11 @@ class ProgramSettings(BaseModel):
     """Chance that select() picks a uniformly random program instead of a tournament winner."""
     max_code_length: int | None = Field(default=None, gt=0)
     """Longest candidate program in characters; longer ones are filtered before evaluation."""
+    cycling_guard: Literal["off", "warn", "penalise", "reject"] = "off"
+    """A child re-adding lines deleted earlier in its lineage (engine/code/cycling.py): warn (noted in
+    its meta), penalise (its score), reject (fails at validate as "filter cycling"); off = unchanged."""
+    cycling_penalty: float = Field(default=0.5, ge=0, le=1)
+    """penalise: the score is multiplied by 1 - cycling_penalty x the share of added lines recycled."""
 
     def limits(self) -> SandboxLimits:
         return SandboxLimits(wall_s=self.eval_timeout_s, memory_mb=self.eval_memory_mb, nproc=self.eval_nproc,

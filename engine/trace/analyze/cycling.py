@@ -1,73 +1,19 @@
 """Cycling (paper §5.2, B.6): lines a child adds that its own lineage deleted before.
 
-Lines are normalised (outer whitespace stripped, inner runs of whitespace collapsed) and only
-those of 5 or more characters count. An added line that the lineage deleted earlier is
-- literal: byte-identical (after stripping the line end and outer whitespace) to a deleted line;
-- trivial: a comment-only line, or equal to a deleted line up to whitespace;
-- tuning: the same skeleton (numbers replaced by N) as a deleted line, other numbers.
-The lineage of a candidate is its chain of first parents; a deletion is remembered by every
-descendant of the child that made it.
+Normalisation and the literal / tuning / trivial classes are engine/code/deleted_lines.py (the
+live guard, engine/code/cycling.py, counts with the same code). The lineage of a candidate is its
+chain of first parents; a deletion is remembered by every descendant of the child that made it.
 """
 
 from __future__ import annotations
 
-import difflib
-import re
 from collections import Counter
 from typing import Any
 
+from engine.code.deleted_lines import MIN_LEN, Memory, line_changes, normalise, skeleton
 from engine.trace.model import Trace
 
-MIN_LEN = 5
-_NUM = re.compile(r"(?<![A-Za-z_])[-+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
-_WS = re.compile(r"\s+")
-_COMMENT = ("#", "//", "/*", "*", "--")
-
-
-def normalise(line: str) -> str:
-    return _WS.sub(" ", line.strip())
-
-
-def skeleton(line: str) -> str:
-    return _NUM.sub("N", normalise(line))
-
-
-class Memory:
-    """What a lineage deleted so far: exact lines, normalised lines, skeletons."""
-
-    def __init__(self, exact: frozenset[str] = frozenset(), norm: frozenset[str] = frozenset(),
-                 skel: frozenset[str] = frozenset()) -> None:
-        self.exact, self.norm, self.skel = exact, norm, skel
-
-    def plus(self, removed: list[str]) -> Memory:
-        kept = [ln for ln in removed if len(normalise(ln)) >= MIN_LEN]
-        return Memory(self.exact | {ln.strip() for ln in kept}, self.norm | {normalise(ln) for ln in kept},
-                      self.skel | {skeleton(ln) for ln in kept})
-
-    def classify(self, line: str) -> str | None:
-        norm = normalise(line)
-        if len(norm) < MIN_LEN:
-            return None
-        comment = norm.startswith(_COMMENT)
-        if line.strip() in self.exact:
-            return "trivial" if comment else "literal"
-        if norm in self.norm:
-            return "trivial"
-        if not comment and skeleton(line) in self.skel and _NUM.search(norm):
-            return "tuning"
-        return None
-
-
-def line_changes(parent: str, child: str) -> tuple[list[str], list[str]]:
-    """(added, removed) lines of the parent -> child diff."""
-    added, removed = [], []
-    a, b = parent.splitlines(), child.splitlines()
-    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes():
-        if tag in ("delete", "replace"):
-            removed += a[i1:i2]
-        if tag in ("insert", "replace"):
-            added += b[j1:j2]
-    return added, removed
+__all__ = ["MIN_LEN", "Memory", "analyze", "line_changes", "normalise", "skeleton"]
 
 
 def analyze(trace: Trace, top: int = 10) -> dict[str, Any]:
