@@ -136,6 +136,33 @@ class EngineRun:
         return run
 
     @classmethod
+    async def create_from_task(cls, task, layers: list[tuple[str, dict]], db_path: Path) -> "EngineRun":
+        """A new run of a task object built in memory (the adapter kind, evotui/api.py) rather
+        than loaded from a folder; the runs table records `task.path` as its task path."""
+        try:
+            config = build_config([("defaults of the task", task.defaults), *layers])
+        except ConfigError as exc:
+            raise SetupError(str(exc)) from None
+        _check_combination(config, task)
+        created_file = not Path(db_path).expanduser().exists()
+        store = await _open_store(db_path, create=True)
+        run_id = new_run_id()
+        try:
+            ctx, sim_state = await _build_context(run_id, config, task, store)
+            run = await _construct(cls, ctx, db_path, sim_state, resumed=False, backlog=[])
+        except SetupError:
+            if created_file:
+                remove_db_files(Path(db_path).expanduser())
+            raise
+        store.insert_run(run_id, task=task.name, task_path=str(task.path),
+                         config_json=redact_mapping(config.model_dump(mode="json")), seed=config.seed,
+                         mode=config.pipeline.mode, policy=config.pipeline.policy, backend=ctx.backend,
+                         status="running", created_at=time.time())
+        await store.flush()
+        await run._take_lease()
+        return run
+
+    @classmethod
     async def resume(cls, db_path: Path, run_id: str | None, budget_overrides: dict,
                      overrides: dict | None = None) -> "EngineRun":
         """overrides: further config entries the user typed (e.g. endpoint URLs whose credentials

@@ -46,7 +46,8 @@ class Mode:
         return self.admission == "chains"
 
 
-_BOTH = frozenset({"prompt", "program"})
+_BOTH = frozenset({"prompt", "program", "adapter"})
+"""Kinds of the modes that stream, step or lockstep (adapter: a Python adapter, evotui/api.py)."""
 
 MODES: dict[str, Mode] = {
     m.name: m for m in (

@@ -5,6 +5,7 @@ from __future__ import annotations
 from engine.config import RunConfig
 from engine.context import RunContext
 from engine.pipeline.spec import SearchHandlers
+from engine.stages.adapter_stages import AdapterStages
 from engine.stages.program_stages import ProgramStages
 from engine.stages.prompt_stages import PromptStages
 from engine.strategy import SearchParams, Strategy, build
@@ -32,4 +33,6 @@ def build_handlers(ctx: RunContext, strategy: Strategy | None = None) -> SearchH
     chosen = strategy or strategy_for(ctx)
     if ctx.task.kind == "program":
         return ProgramStages(ctx, chosen)
+    if ctx.task.kind == "adapter":
+        return AdapterStages(ctx, chosen)
     return PromptStages(ctx, chosen)

@@ -1,0 +1,337 @@
+"""Stage handlers of the adapter kind: a GEPA-style adapter scores and traces the candidates.
+
+The candidate is a dict of named texts (a multi-component artifact, engine/components.py).
+rollout: `adapter.evaluate(minibatch, candidate, capture_traces=True)`; propose: the adapter's
+reflective dataset for one component (round robin, as GEPA) becomes a reflection prompt (or the
+adapter's own `propose_new_texts`); evaluate: the strategy's minibatch gate, then
+`adapter.evaluate(valset, ...)`; update: the ledger commits. Adapters are synchronous code, so
+every call runs in a worker thread; a broken adapter stops the run with exit code 2.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import time
+from numbers import Real
+from typing import Any, Mapping
+
+from engine import components
+from engine import events as ev
+from engine.context import FatalRunError, RunContext
+from engine.items import WorkItem, current_item
+from engine.llm.errors import LLMError
+from engine.llm.shrink import middle_out
+from engine.pipeline.spec import PipelineSpec, Selection, StageSpec
+from engine.pool import Artifact
+from engine.selection import merge
+from engine.stages import reflection
+from engine.stages.base import KindHandlers
+from engine.stages.prompt_repair import StaleRepairMixin
+from engine.stages.prompt_stages import TOKENS_PER_CALL_PRIOR, evaluation_rows
+from engine.strategy.protocols import Strategy
+from engine.tasks.adapter_task import as_candidate
+
+SHOWN_CHARS = 300
+"""Most characters of an adapter output kept in a trace (the TUI and strategy stages read them)."""
+
+
+class AdapterError(FatalRunError):
+    """The adapter broke its protocol; the message says how (exit code 2: bad input)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, exit_code=2)
+
+
+def check_batch(result: Any, n: int, capture: bool) -> tuple[list, list[float], list | None]:
+    """(outputs, scores, trajectories) of an EvaluationBatch-like result for `n` examples, or
+    AdapterError saying what is wrong with it."""
+    get = result.get if isinstance(result, Mapping) else lambda key: getattr(result, key, None)
+    outputs, scores, trajectories = get("outputs"), get("scores"), get("trajectories")
+    if scores is None or outputs is None:
+        raise AdapterError(f"adapter.evaluate returned {type(result).__name__} without outputs and scores; "
+                           "return an EvaluationBatch(outputs, scores, trajectories)")
+    outputs, scores = list(outputs), list(scores)
+    if len(outputs) != n or len(scores) != n:
+        raise AdapterError(f"adapter.evaluate returned {len(outputs)} outputs and {len(scores)} scores for a batch "
+                           f"of {n} examples; return one of each per example")
+    for k, s in enumerate(scores):
+        if isinstance(s, bool) or not isinstance(s, Real):
+            raise AdapterError(f"adapter.evaluate returned a non-numeric score {s!r} (example {k} of the batch); "
+                               "return numbers")
+        if not math.isfinite(float(s)):
+            raise AdapterError(f"adapter.evaluate returned a non-finite score {s!r} (example {k} of the batch)")
+    if trajectories is not None:
+        trajectories = list(trajectories)
+        if len(trajectories) != n:
+            raise AdapterError(f"adapter.evaluate returned {len(trajectories)} trajectories for a batch of {n} examples")
+    elif capture:
+        raise AdapterError("adapter.evaluate(capture_traces=True) returned no trajectories")
+    return outputs, [float(s) for s in scores], trajectories
+
+
+def _value(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value, indent=1, default=str, ensure_ascii=False)
+
+
+def build_messages(description: str, parts: components.Components, target: str, records: list[dict]) -> list[dict]:
+    """The reflection prompt for one component, from the adapter's reflective records (GEPA's
+    "Inputs" / "Generated Outputs" / "Feedback" dicts, or any keys). The contract of
+    engine/stages/reflection.py: the target's current text is the first ``` block, each record's
+    feedback is on a `Feedback:` line, and the answer is the new text in one ``` block. The other
+    components come first, quoted, as read-only context."""
+    out = [f"Task: {description}\n"] if description else []
+    others = [c for c in parts if c.name != target]
+    if others:
+        out.append("The system is configured by named text components; only one changes now.\n")
+        out.append("## Other components (context only: they stay as they are)")
+        out.extend(f"### [{c.name}]\n" + ("\n".join(f"> {ln}" for ln in c.text.strip().splitlines()) or ">") + "\n"
+                   for c in others)
+    current = next(c.text for c in parts if c.name == target)
+    out.append(f"## Current text of component [{target}]\n```\n{current.strip()}\n```\n")
+    out.append("## Examples")
+    for n, record in enumerate(records, start=1):
+        feedback = next((_value(v) for k, v in record.items() if str(k).lower() == "feedback"), "none")
+        shown = [f"{k}:\n{_value(v)}" for k, v in record.items() if str(k).lower() != "feedback"]
+        out.append(f"### Example {n}\n" + "\n".join(shown) + f"\nFeedback: {feedback or 'none'}\n")
+    out.append(f"Write the complete improved text of component [{target}] (without its heading) inside a single "
+               "``` block.")
+    return [{"role": "system", "content": reflection.SYSTEM}, {"role": "user", "content": "\n".join(out)}]
+
+
+def _shown(value: Any) -> str:
+    text = value if isinstance(value, str) else repr(value)
+    return text if len(text) <= SHOWN_CHARS else text[:SHOWN_CHARS] + " ..."
+
+
+class AdapterStages(StaleRepairMixin, KindHandlers):
+    """Handlers of an adapter task running `strategy` (engine/pipeline/spec.py: SearchHandlers)."""
+
+    kind = "adapter"
+
+    def __init__(self, ctx: RunContext, strategy: Strategy) -> None:
+        super().__init__(ctx, strategy, evaluation_rows)
+        self.adapter = ctx.task.adapter
+        self._batches: dict[str, Any] = {}
+        """item id -> the adapter's own rollout result, for its make_reflective_dataset (kept
+        in memory: trajectories are arbitrary objects, never stored)."""
+        self._next_component: dict[str, int] = {}
+
+    def pipeline(self) -> PipelineSpec:
+        return PipelineSpec(
+            stages=(StageSpec("rollout", self.rollout), *self.strategy_stages("before_propose"),
+                    StageSpec("propose", self.propose, checks_staleness=True),
+                    StageSpec("evaluate", self.evaluate, checks_staleness=True), *self.strategy_stages("after_evaluate"),
+                    StageSpec("update", self.update, scalable=False)),
+            reflect=StageSpec("reflect", self.reflect), reflect_to="evaluate")
+
+    @property
+    def instances(self) -> list[str]:
+        return self.ctx.task.val_ids
+
+    def child_score(self, item: WorkItem) -> float | None:
+        val = item.payload.get("val")
+        return sum(val.values()) / len(val) if val else None
+
+    def select(self) -> Selection:
+        pick = self.pick_parent()
+        return Selection(pick.parent_id, self.ctx.sampler.next(), pick.tags)
+
+    def abandoned(self, item: WorkItem) -> None:
+        self._batches.pop(item.item_id, None)
+
+    def estimate(self) -> dict[str, float]:
+        """Worst case of one item: the minibatch twice (once without a gate), full validation,
+        one proposal."""
+        ctx = self.ctx
+        batches = 2 if self.strategy.acceptance.gated else 1
+        metric = batches * ctx.config.pipeline.minibatch_size + len(ctx.task.val)
+        t = ctx.tally
+        per_call = (t.prompt_tokens + t.completion_tokens) / t.llm_calls if t.llm_calls else TOKENS_PER_CALL_PRIOR
+        llm = 1 + self.strategy_calls
+        return {"proposals": 1, "llm_calls": llm, "metric_calls": metric, "tokens": llm * per_call}
+
+    def select_merge(self) -> dict | None:
+        return None  # merges of adapter candidates are not built (the pipeline declares none)
+
+    def estimate_merge(self) -> dict[str, float]:
+        return {"llm_calls": 0, "metric_calls": 0, "tokens": 0}
+
+    # -- the adapter ------------------------------------------------------------------------
+    async def run_batch(self, candidate: dict[str, str], ids: list[str], capture: bool) -> tuple[Any, list[dict]]:
+        """(the adapter's result, one trace per example); metric calls charged per example."""
+        ctx = self.ctx
+        batch = [ctx.task.example(i) for i in ids]
+        try:
+            result = await asyncio.to_thread(self.adapter.evaluate, batch, dict(candidate), capture)
+        except Exception as exc:  # the caller's code: its failure is the run's reason, not a crash
+            raise AdapterError(f"adapter.evaluate raised {type(exc).__name__}: {exc}") from exc
+        outputs, scores, _ = check_batch(result, len(ids), capture)
+        ctx.tally.metric_calls += len(ids)
+        ctx.budget.charge("metric_calls", len(ids), ctx.reservations.get(current_item.get() or ""))
+        traces = [{"example_id": i, "input": _shown(ex), "output": _shown(out), "score": s, "feedback": ""}
+                  for i, ex, out, s in zip(ids, batch, outputs, scores)]
+        return result, traces
+
+    async def evaluate_seed(self) -> None:
+        ctx = self.ctx
+        current_item.set(None)
+        parts = ctx.task.seed_components
+        _, traces = await self.run_batch(as_candidate(parts), ctx.task.val_ids, False)
+        seed = Artifact(artifact_id="a000000", text=components.render(parts), components=parts, parent_ids=(),
+                        created_version=0, val_scores={t["example_id"]: t["score"] for t in traces},
+                        status="seed", created_at=time.time())
+        self.ledger.seed(seed, {t["example_id"]: f"output: {t['output']}" for t in traces})
+
+    # -- stages -----------------------------------------------------------------------------
+    async def rollout(self, item: WorkItem) -> WorkItem | None:
+        parent = self.ctx.pool.get(item.parent_id)
+        result, traces = await self.run_batch(as_candidate(parent.parts), item.minibatch, True)
+        item.payload["traces"] = traces
+        item.payload["parent_mb"] = [t["score"] for t in traces]
+        item.payload["parent_mb_of"] = parent.artifact_id
+        if all(t["score"] >= self.ctx.task.max_score for t in traces):
+            self.ctx.tally.skipped += 1
+            item.end("skipped", "parent perfect on minibatch")
+            return None
+        self._batches[item.item_id] = result
+        return item
+
+    def pick_component(self, parent: Artifact, item: WorkItem) -> str:
+        """GEPA's round robin over the parent's components; a child continues after the one its
+        parent gave last (artifact meta `next_component`)."""
+        names = components.evolvable(parent.parts)
+        pid = parent.artifact_id
+        k = self._next_component.get(pid, int(parent.meta.get("next_component", 0)))
+        self._next_component[pid] = k + 1
+        item.payload["next_component"] = k + 1
+        return names[k % len(names)]
+
+    async def propose(self, item: WorkItem) -> WorkItem | None:
+        ctx = self.ctx
+        if self.recorder.proposal_done(item):
+            return item if item.payload.get("proposal") == "made" else self.proposal_outcome(item)
+        parent = ctx.pool.get(item.parent_id)
+        ctx.bus.publish(ev.ProposalStart(item_id=item.item_id, parent_id=parent.artifact_id))
+        parts = parent.parts
+        target = self.pick_component(parent, item)
+        batch = self._batches.pop(item.item_id, None)
+        child, reason = None, ""
+        if batch is None:
+            reason = "rollout traces lost (the item was restored)"
+        else:
+            candidate = as_candidate(parts)
+            dataset = await self._reflective_dataset(candidate, batch, target)
+            child, reason = await self._new_text(item, candidate, parts, target, dataset)
+        if child is not None:
+            item.payload["child"] = child
+            item.payload["changed_components"] = [target]
+        else:
+            item.payload["reason"] = reason
+        self.recorder.charge_proposal(item, made=child is not None)
+        ctx.bus.publish(ev.ProposalEnd(item_id=item.item_id, parent_id=parent.artifact_id, ok=child is not None,
+                                       reason=reason))
+        return self.proposal_outcome(item)
+
+    async def _reflective_dataset(self, candidate: dict[str, str], batch: Any, target: str) -> list[dict]:
+        try:
+            dataset = await asyncio.to_thread(self.adapter.make_reflective_dataset, candidate, batch, [target])
+        except Exception as exc:  # the caller's code
+            raise AdapterError(f"adapter.make_reflective_dataset raised {type(exc).__name__}: {exc}") from exc
+        records = dataset.get(target) if isinstance(dataset, Mapping) else None
+        if not isinstance(records, (list, tuple)) or not all(isinstance(r, Mapping) for r in records):
+            raise AdapterError(f"adapter.make_reflective_dataset must return {{component name: [dict, ...]}} "
+                               f"with an entry for {target!r}")
+        return [dict(r) for r in records]
+
+    async def _new_text(self, item: WorkItem, candidate: dict[str, str], parts: components.Components, target: str,
+                        dataset: list[dict]) -> tuple[str | None, str]:
+        """(the child's rendering, "") or (None, why not)."""
+        ctx = self.ctx
+        own = ctx.task.propose_new_texts
+        if own is not None:
+            try:
+                texts = await asyncio.to_thread(own, candidate, {target: dataset}, [target])
+            except Exception as exc:  # the caller's code
+                raise AdapterError(f"adapter.propose_new_texts raised {type(exc).__name__}: {exc}") from exc
+            if not isinstance(texts, Mapping) or not isinstance(texts.get(target), str):
+                raise AdapterError(f"adapter.propose_new_texts must return {{component name: text}} with {target!r}")
+            reply = f"```\n{texts[target]}\n```"
+        else:
+            messages = self.with_guidance(build_messages(ctx.task.description, parts, target, dataset), item)
+            try:
+                res = await ctx.reflection_llm.chat(messages, stage="propose", shrink=middle_out)
+            except LLMError as exc:
+                if exc.fatal:
+                    raise FatalRunError(str(exc)) from None
+                return None, f"LLM error: {exc.kind}"
+            if res.finish_reason == "length":
+                return None, "truncated (finish_reason=length)"
+            reply = res.text
+        child, _, reason = reflection.parse_component_reply(reply, parts, [target])
+        return child, reason
+
+    def proposal_outcome(self, item: WorkItem) -> WorkItem | None:
+        ctx = self.ctx
+        if item.payload.get("proposal") != "made":
+            reason = item.payload.get("reason", "proposal failed")
+            ctx.tally.failed += 1
+            ctx.tally.fail_reasons[reason.split(":")[0]] += 1
+            item.end("failed", reason)
+            return None
+        ctx.tally.proposals += 1
+        return item
+
+    async def evaluate(self, item: WorkItem) -> WorkItem | None:
+        ctx = self.ctx
+        parent = ctx.pool.get(item.parent_id)
+        parts = components.parse_rendering(item.payload["child"], parent.parts)
+        if parts is None:  # a reflective repair lost the headings (it refuses that; kept as a guard)
+            self._reject(item, "the candidate no longer has its parent's components")
+            return None
+        candidate = as_candidate(parts)
+        if self.strategy.acceptance.gated:
+            ctx.bus.publish(ev.EvaluationStart(item_id=item.item_id, split="minibatch", n_examples=len(item.minibatch)))
+            if item.payload.get("parent_mb_of") != parent.artifact_id:
+                # Rebased by reflection onto another parent: the gate needs that parent's scores.
+                _, base = await self.run_batch(as_candidate(parent.parts), item.minibatch, False)
+                item.payload["parent_mb"] = [t["score"] for t in base]
+                item.payload["parent_mb_of"] = parent.artifact_id
+            _, mb = await self.run_batch(candidate, item.minibatch, False)
+            child_sum = sum(t["score"] for t in mb)
+            item.payload["child_mb"] = [t["score"] for t in mb]
+            ctx.bus.publish(ev.EvaluationEnd(item_id=item.item_id, split="minibatch",
+                                             score=child_sum / max(1, len(mb))))
+            refused = self.gate(child_sum, sum(item.payload["parent_mb"]), item)
+            if refused is not None:
+                self._reject(item, f"minibatch gate: {refused}")
+                return None
+        ctx.bus.publish(ev.EvaluationStart(item_id=item.item_id, split="val", n_examples=len(ctx.task.val_ids)))
+        _, val = await self.run_batch(candidate, ctx.task.val_ids, False)
+        item.payload["val"] = {t["example_id"]: t["score"] for t in val}
+        item.payload["val_feedback"] = {t["example_id"]: f"output: {t['output']}" for t in val}
+        ctx.bus.publish(ev.EvaluationEnd(item_id=item.item_id, split="val",
+                                         score=sum(item.payload["val"].values()) / len(val)))
+        return item
+
+    def _reject(self, item: WorkItem, reason: str) -> None:
+        self.ctx.tally.rejected += 1
+        self.ctx.bus.publish(ev.CandidateRejected(item_id=item.item_id, parent_id=item.parent_id, reason=reason))
+        item.end("rejected", reason)
+
+    async def update(self, item: WorkItem) -> None:
+        parent = self.ctx.pool.get(item.parent_id)
+        parts = components.parse_rendering(item.payload["child"], parent.parts)
+        assert parts is not None  # evaluate checked it
+        artifact_id = f"a{item.item_id[1:]}"
+        meta = {**self.artifact_meta(item), "changed_components": components.changed(parent.parts, parts),
+                "next_component": item.payload.get("next_component", 0),
+                **({"rebased": item.payload["rebased"]} if "rebased" in item.payload else {})}
+        art = Artifact(artifact_id=artifact_id, text=item.payload["child"], parent_ids=merge.parent_ids(item),
+                       created_version=0, val_scores=item.payload["val"], created_at=time.time(), meta=meta,
+                       components=parts)
+        self.ledger.commit(item, art, item.payload.get("val_feedback", {}))
+        item.payload["artifact_id"] = artifact_id
+        item.end("accepted")
+        return None

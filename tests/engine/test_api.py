@@ -1,0 +1,153 @@
+"""evotui.optimize: a GEPA-style adapter on the simulated backend (issue 15 item 5)."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from dataclasses import dataclass, field
+
+import pytest
+
+import evotui
+from evotui.cli import main as cli_main
+
+from engine.tasks.ruleworld import RULES, prompt_status
+
+# The simulated reflection model is the rule world's reflector (engine/tasks/ruleworld_sim.py):
+# it adds the rules that feedback lines state. The "keywords" are those rules: an example
+# requires two, the component must state them (as the rule world reads a prompt).
+KEYWORDS = tuple(rule.id for rule in RULES[:6])
+STATEMENT = {rule.id: rule.statement for rule in RULES}
+
+
+@dataclass
+class Batch:
+    outputs: list
+    scores: list
+    trajectories: list | None = None
+
+
+@dataclass
+class KeywordAdapter:
+    """Score: the fraction of an example's required keywords that the "instructions" component
+    mentions; trajectories: which were missing."""
+
+    calls: list = field(default_factory=list)
+
+    def evaluate(self, batch, candidate, capture_traces=False):
+        self.calls.append(len(batch))
+        status = prompt_status(candidate["instructions"])
+        scores, outputs, trajectories = [], [], []
+        for example in batch:
+            missing = [k for k in example["required"] if status[k] != "right"]
+            scores.append(1 - len(missing) / len(example["required"]))
+            outputs.append({"mentioned": len(example["required"]) - len(missing)})
+            trajectories.append({"example": example, "missing": missing})
+        return Batch(outputs, scores, trajectories if capture_traces else None)
+
+    def make_reflective_dataset(self, candidate, eval_batch, components_to_update):
+        records = [{"Inputs": t["example"]["question"], "Generated Outputs": candidate["style"],
+                    "Feedback": " ".join(STATEMENT[k] for k in t["missing"]) or "all rules stated"}
+                   for t in eval_batch.trajectories]
+        return {name: records for name in components_to_update}
+
+
+def _data(n: int, offset: int) -> list[dict]:
+    return [{"question": f"q{offset + i}", "required": [KEYWORDS[(offset + i) % 6], KEYWORDS[(offset + i + 2) % 6]]}
+            for i in range(n)]
+
+
+SEED = {"instructions": "Answer the question.", "style": "Be friendly."}
+
+
+def _optimize(tmp_path, adapter=None, **kw):
+    options = dict(reflection_llm="sim", max_metric_calls=150, db=tmp_path / "api.db", seed=0,
+                   config={"sim": {"time_scale": 1000}})
+    options.update(kw)
+    return evotui.optimize(SEED, _data(6, 0), _data(4, 10), adapter or KeywordAdapter(), **options)
+
+
+def test_optimize_returns_a_gepa_shaped_result_that_improves(tmp_path):
+    res = _optimize(tmp_path)
+    n = len(res.candidates)
+    assert n >= 2
+    assert res.candidates[0] == SEED and res.parents[0] == [None]
+    assert all(set(c) == set(SEED) for c in res.candidates)
+    assert len(res.parents) == len(res.val_aggregate_scores) == len(res.val_subscores) == n
+    assert all(len(s) == 4 for s in res.val_subscores)
+    assert all(p is not None and p < i for i, ps in enumerate(res.parents[1:], 1) for p in ps)
+    assert res.val_aggregate_scores[0] == 0.0
+    assert res.val_aggregate_scores[res.best_idx] > res.val_aggregate_scores[0]
+    assert res.best_candidate == res.candidates[res.best_idx]
+    assert res.total_metric_calls >= 4
+    assert res.status == "completed"
+
+
+def test_a_python_run_is_visible_with_evotui_show(tmp_path, capsys):
+    res = _optimize(tmp_path, max_metric_calls=40)
+    capsys.readouterr()
+    assert cli_main(["show", res.run_id, "--db", str(tmp_path / "api.db")]) == 0
+    out = capsys.readouterr().out
+    assert res.run_id in out
+    with sqlite3.connect(tmp_path / "api.db") as con:
+        status, task_path = con.execute("select status, task_path from runs where run_id = ?", (res.run_id,)).fetchone()
+    assert status == "completed" and task_path.startswith("python:")
+
+
+class NoReflect:
+    def evaluate(self, batch, candidate, capture_traces=False):
+        return Batch([0] * len(batch), [0.0] * len(batch), [None] * len(batch))
+
+
+@pytest.mark.parametrize("seed, train, val, adapter, reason", [
+    ({}, _data(2, 0), _data(2, 0), KeywordAdapter(), "non-empty dict"),
+    ({"instructions": 3}, _data(2, 0), _data(2, 0), KeywordAdapter(), "must be strings"),
+    (SEED, [], _data(2, 0), KeywordAdapter(), "trainset"),
+    (SEED, _data(2, 0), [], KeywordAdapter(), "valset"),
+    (SEED, _data(2, 0), _data(2, 0), NoReflect(), "make_reflective_dataset"),
+    (SEED, _data(2, 0), _data(2, 0), object(), "evaluate"),
+])
+def test_bad_input_raises_value_error(tmp_path, seed, train, val, adapter, reason):
+    with pytest.raises(ValueError, match=reason):
+        evotui.optimize(seed, train, val, adapter, db=tmp_path / "bad.db", max_metric_calls=10)
+    assert not (tmp_path / "bad.db").exists()
+
+
+class Mismatched(KeywordAdapter):
+    def evaluate(self, batch, candidate, capture_traces=False):
+        out = super().evaluate(batch, candidate, capture_traces)
+        return Batch(out.outputs, out.scores[:-1], out.trajectories)
+
+
+class NonNumeric(KeywordAdapter):
+    def evaluate(self, batch, candidate, capture_traces=False):
+        out = super().evaluate(batch, candidate, capture_traces)
+        return Batch(out.outputs, ["high"] * len(batch), out.trajectories)
+
+
+class NonFinite(KeywordAdapter):
+    def evaluate(self, batch, candidate, capture_traces=False):
+        out = super().evaluate(batch, candidate, capture_traces)
+        return Batch(out.outputs, [float("nan")] * len(batch), out.trajectories)
+
+
+class Raising(KeywordAdapter):
+    def evaluate(self, batch, candidate, capture_traces=False):
+        if capture_traces:
+            raise KeyError("no such field")
+        return super().evaluate(batch, candidate, capture_traces)
+
+
+@pytest.mark.parametrize("adapter, reason", [
+    (Mismatched(), "3 scores for a batch of 4"),
+    (NonNumeric(), "non-numeric score 'high'"),
+    (NonFinite(), "non-finite score nan"),
+    (Raising(), "adapter.evaluate raised KeyError"),
+])
+def test_a_broken_adapter_fails_the_run_with_a_value_error(tmp_path, adapter, reason):
+    with pytest.raises(ValueError, match=reason):
+        _optimize(tmp_path, adapter=adapter, max_metric_calls=40)
+    with sqlite3.connect(tmp_path / "api.db") as con:
+        rows = con.execute("select status, summary_json from runs").fetchall()
+    assert len(rows) == 1 and rows[0][0] == "failed"
+    assert reason.split(" ")[0] in json.loads(rows[0][1])["stop_reason"]
