@@ -4,9 +4,11 @@ The strategy (engine/strategy/) picks the parent, chooses the other programs the
 (inspirations), may gate a candidate against its parent's score, and offers merges. propose
 asks the LLM for a patch in the task's format and applies it, retrying a bounded number of
 times with the precise per-block errors. validate runs the cheap filters (no-op, duplicate,
-EVOLVE-BLOCK region, syntax). evaluate runs the evaluator in the sandbox. update commits the
+EVOLVE-BLOCK region, syntax) and, unless [program] cycling_guard is off, the cycling guard
+(engine/code/cycling.py). evaluate runs the evaluator in the sandbox. update commits the
 candidates that evaluated (and passed the strategy's gate); val_scores = {"combined_score":
-fitness}, so Artifact.val_mean is the fitness. Same handler shape as PromptStages.
+fitness}, so Artifact.val_mean is the fitness (with cycling_guard = "penalise", the penalised
+fitness; the raw one stays in meta metrics and raw_score). Same handler shape as PromptStages.
 """
 
 from __future__ import annotations
