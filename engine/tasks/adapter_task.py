@@ -13,7 +13,7 @@ from typing import Any, Callable, Sequence
 
 from engine.components import Component, Components, render
 
-TASK_PATH = "python:evotui.optimize"
+TASK_PATH = "python:evotui.optimize (an adapter object in a Python process, not on disk: not resumable from the CLI)"
 """What the runs table stores as the task path: not a folder, so `evotui resume` refuses it."""
 
 ProposeFn = Callable[[dict[str, str], dict[str, list[dict]], list[str]], dict[str, str]]

@@ -92,6 +92,26 @@ def test_a_python_run_is_visible_with_evotui_show(tmp_path, capsys):
     with sqlite3.connect(tmp_path / "api.db") as con:
         status, task_path = con.execute("select status, task_path from runs where run_id = ?", (res.run_id,)).fetchone()
     assert status == "completed" and task_path.startswith("python:")
+    assert cli_main(["resume", res.run_id, "--no-ui", "--db", str(tmp_path / "api.db")]) == 2
+    assert "not resumable from the CLI" in capsys.readouterr().err
+
+
+class OwnProposer(KeywordAdapter):
+    """GEPA's optional propose_new_texts replaces the reflection LLM."""
+
+    def propose_new_texts(self, candidate, reflective_dataset, components_to_update):
+        return {name: candidate[name] + "\n" + STATEMENT[KEYWORDS[len(candidate[name]) % 6]]
+                for name in components_to_update}
+
+
+def test_the_adapter_s_own_proposer_replaces_the_reflection_llm(tmp_path):
+    res = _optimize(tmp_path, adapter=OwnProposer(), max_metric_calls=80)
+    assert len(res.candidates) >= 2
+    changed = [c for c in res.candidates[1:] if c != SEED]
+    assert changed and all(any(s in c["instructions"] + c["style"] for s in STATEMENT.values()) for c in changed)
+    with sqlite3.connect(tmp_path / "api.db") as con:
+        summary = json.loads(con.execute("select summary_json from runs").fetchone()[0])
+    assert summary["llm_calls"] == 0 and summary["proposals"] >= 1
 
 
 class NoReflect:
