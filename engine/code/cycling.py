@@ -13,8 +13,8 @@ at validate as "filter cycling").
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from engine.code.deleted_lines import CLASSES, Memory, counts, line_changes, normalise
 

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import hashlib
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from engine.code.evolve_blocks import check_syntax
 from engine.code.languages import PYTHON, LanguageSpec
