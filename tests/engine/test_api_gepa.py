@@ -7,6 +7,7 @@ simulated reflector (which reads the metric's feedback) can improve the prompt.
 
 from __future__ import annotations
 
+import os
 import random
 
 import pytest
@@ -16,7 +17,13 @@ from engine.tasks.loader import load_any_task
 from engine.tasks.ruleworld import parse_input
 from engine.tasks.ruleworld_sim import answer_example
 
-gepa_default = pytest.importorskip("gepa.adapters.default_adapter.default_adapter")
+try:
+    import gepa.adapters.default_adapter.default_adapter as gepa_default
+except ImportError:
+    # CI installs the extra and sets EVOTUI_REQUIRE_PEERS=1: there a missing package fails the test.
+    if os.environ.get("EVOTUI_REQUIRE_PEERS") == "1":
+        raise
+    pytest.skip("the gepa package is not installed (pip install -e '.[gepa]')", allow_module_level=True)
 
 
 def _adapter_and_data():
