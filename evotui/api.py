@@ -88,7 +88,7 @@ def _layers(reflection_llm: str, model: str | None, api_key_env: str | None, max
     layer = {"seed": seed, "task_llm": endpoint, "budget": budget,
              "pipeline": {"mode": mode, "policy": policy, "minibatch_size": minibatch_size},
              # The adapter kind has no default strategy of its own: GEPA's, unless one is named.
-             "strategy": {"name": strategy or "gepa"}}
+             "strategy": {"name": strategy}}
     return [("evotui.optimize", layer), *([("config", config)] if config else [])]
 
 

@@ -9,7 +9,7 @@ from engine.strategy.protocols import SearchParams, Strategy
 
 Factory = Callable[[SearchParams], Strategy]
 
-DEFAULT_FOR_KIND = {"prompt": "gepa", "program": "openevolve"}
+DEFAULT_FOR_KIND = {"prompt": "gepa", "program": "openevolve", "adapter": "gepa"}
 """The strategy a run gets when it names none: what each task kind always ran."""
 
 
