@@ -56,6 +56,26 @@ class ArtifactView:
     text: str
     note: str = ""
     """Review decision or other provenance, e.g. "edited at evaluate"."""
+    meta: Mapping[str, Any] = field(default_factory=dict, compare=False)
+    """The artifact's meta: strategy `notes`, `selection` tags, program `metrics`."""
+
+
+@dataclass(frozen=True)
+class ReviewEvidence:
+    """What is known about a pending item beside its diff (empty where the item has no such data)."""
+
+    child_mb: tuple[float, ...] = ()
+    parent_mb: tuple[float, ...] = ()
+    """Minibatch scores of the child and of its parent on the same examples (prompt tasks)."""
+    child_score: float | None = None
+    """Validation mean (prompt, after evaluation) or evaluated score (program)."""
+    parent_score: float | None = None
+    gaps: Mapping[str, int] = field(default_factory=dict)
+    """Version gap at each stage the item entered."""
+    staleness: tuple[str, ...] = ()
+    """The staleness policy's decisions for it: "stage gap N -> decision: reason"."""
+    notes: Mapping[str, str] = field(default_factory=dict)
+    tags: Mapping[str, Any] = field(default_factory=dict)
 
 
 def provenance(meta: dict, parent_ids: list[str] | tuple[str, ...], review_note: str = "") -> str:
@@ -169,6 +189,10 @@ class Backend:
     def pending(self) -> list[PendingReview]:
         return []
 
+    def evidence(self, item_id: str) -> ReviewEvidence | None:
+        """Scores, staleness decisions and strategy notes of a pending item, if known."""
+        return None
+
     async def control(self, cmd: str, **args: Any) -> Any:
         raise BackendError("this view is read-only: the driving process does not accept control")
 
@@ -194,6 +218,7 @@ class LiveBackend(Backend):
         self._notes: dict[str, str] = {}
         self._rejected: dict[str, ArtifactView] = {}
         self._parents: dict[str, str] = {}
+        self._staleness: dict[str, list[str]] = {}
         self._mean_cache: tuple[int, float | None] = (-1, None)
         sink = run.ctx.call_sink
         forward = sink.target
@@ -240,7 +265,12 @@ class LiveBackend(Backend):
 
     def _track(self, event: Event) -> None:
         d = event.to_dict()
-        if event.kind in ("candidate_selected", "review_requested"):
+        if event.kind == "staleness_decision":
+            if len(self._staleness) > 5000:  # items that ended long ago; the store keeps them all
+                self._staleness.pop(next(iter(self._staleness)))
+            self._staleness.setdefault(d["item_id"], []).append(
+                f"{d['stage']} gap {d['gap']} -> {d['decision']}" + (f": {d['reason']}" if d["reason"] else ""))
+        elif event.kind in ("candidate_selected", "review_requested"):
             self._parents[d["item_id"]] = d["parent_id"]
         elif event.kind == "review_decided":
             self._notes[d["item_id"]] = f"{d['decision']} at {d['gate']}" + (f": {d['reason']}" if d["reason"] else "")
@@ -258,12 +288,30 @@ class LiveBackend(Backend):
             item = str(a.meta.get("item_id", ""))
             out.append(ArtifactView(a.artifact_id, a.parent_ids[0] if a.parent_ids else None, a.created_version,
                                     a.status, a.val_mean if a.val_scores else None, a.text,
-                                    provenance(dict(a.meta), a.parent_ids, self._notes.get(item, ""))))
+                                    provenance(dict(a.meta), a.parent_ids, self._notes.get(item, "")), a.meta))
         out.extend(v for v in self._rejected.values() if v.parent_id)
         return out
 
     def pending(self) -> list[PendingReview]:
         return self.run.review.pending()
+
+    def evidence(self, item_id: str) -> ReviewEvidence | None:
+        # PendingReview carries texts only; the parked item's payload holds the scores and notes.
+        entry = self.run.review._pending.get(item_id)
+        if entry is None:
+            return None
+        item = entry[1]
+        p = item.payload
+        pool = self.run.ctx.pool
+        parent = pool.get(item.parent_id) if item.parent_id in pool else None
+        val = p.get("val")
+        child = p.get("score") if p.get("score") is not None else (sum(val.values()) / len(val) if val else None)
+        return ReviewEvidence(
+            child_mb=tuple(float(x) for x in p.get("child_mb") or ()),
+            parent_mb=tuple(float(x) for x in p.get("parent_mb") or ()),
+            child_score=child, parent_score=parent.val_mean if parent is not None and parent.val_scores else None,
+            gaps=dict(p.get("gaps") or {}), staleness=tuple(self._staleness.get(item_id, ())),
+            notes={str(k): str(v) for k, v in (p.get("notes") or {}).items()}, tags=dict(item.tags))
 
     async def control(self, cmd: str, **args: Any) -> Any:
         reasons = {"drain": "drain requested in the TUI", "stop": "stopped from the TUI"}

@@ -1,0 +1,114 @@
+"""Review with evidence: scores, staleness and notes beside the diff; the cursor stays in place
+after a decision; ages move. Lineage: starts on the best, highlights its path, shows notes,
+tags and (programs) why an artifact is in the population."""
+
+from __future__ import annotations
+
+from textual.widgets import DataTable, Static
+
+from evotui.tui.screens import review
+from evotui.tui.screens.lineage import LineageTree
+from tests.tui.fakes_evidence import DecidingBackend, EvidenceBackend, ProgramBackend, app_with
+
+
+def plain(widget: Static) -> str:
+    return str(widget.render())
+
+
+async def test_review_shows_scores_staleness_and_notes() -> None:
+    app = app_with(EvidenceBackend())
+    async with app.run_test(size=(120, 36)) as pilot:
+        await pilot.press("2")
+        await pilot.pause()
+        text = plain(app.screen.query_one("#evidence", Static))
+        assert "child 0.750 vs parent 0.500 (+0.250) on 4 examples" in text
+        assert "best a000016 0.539" in text and "parent a000016 0.539" in text
+        assert "evaluate gap 1 -> pass: gap 1 <= max gap 2" in text
+        assert "island=2" in text and "Ask for lower case" in text and "kept the ' ; ' rule" in text
+        await pilot.press("down")
+        await pilot.pause()
+        text = plain(app.screen.query_one("#evidence", Static))
+        assert "the strategy wrote no guidance" in text and "propose gap 0" in text
+
+
+async def test_cursor_stays_in_place_after_decisions() -> None:
+    backend = DecidingBackend(5)
+    app = app_with(backend)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await pilot.press("2")
+        await pilot.pause()
+        screen = app.screen
+        table = screen.query_one(DataTable)
+        await pilot.press("down", "down")
+        assert screen.selected_id() == "i000042"
+        await pilot.press("a")  # approved: the next item takes its row
+        await pilot.pause()
+        assert [p.item_id for p in backend.items] == ["i000040", "i000041", "i000043", "i000044"]
+        assert table.cursor_row == 2 and screen.selected_id() == "i000043"
+        await pilot.press("s")  # skipped to the back: the next one is selected
+        await pilot.pause()
+        assert table.cursor_row == 2 and screen.selected_id() == "i000044"
+        await pilot.press("down")
+        await pilot.press("a")  # the last row: the cursor stays on the new last row
+        await pilot.pause()
+        assert screen.selected_id() == "i000044" and table.cursor_row == 2
+
+
+async def test_ages_are_live(monkeypatch) -> None:
+    backend = DecidingBackend(2)
+    now = [backend.items[0].parked_at + 5]
+    monkeypatch.setattr(review, "clock", lambda: now[0])
+    app = app_with(backend)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await pilot.press("2")
+        await pilot.pause()
+        screen = app.screen
+        assert screen._ages(screen.query_one(DataTable)) == ["5s", "15s"]
+        now[0] += 130
+        screen.sync_pending()  # what the one-second timer does
+        await pilot.pause()
+        assert screen._ages(screen.query_one(DataTable)) == ["2m15s", "2m25s"]
+
+
+async def test_lineage_starts_on_the_best_with_its_notes_and_path() -> None:
+    app = app_with(EvidenceBackend())
+    async with app.run_test(size=(120, 36)) as pilot:
+        await pilot.press("3")
+        await pilot.pause()
+        await pilot.pause()
+        screen = app.screen
+        tree = screen.query_one(LineageTree)
+        assert tree.cursor_node is not None and tree.cursor_node.data.artifact_id == "a000016"
+        assert tree.path == {"a000016", "a000004", "a000000"}
+        assert str(tree.cursor_node.label).startswith("★")
+        info = plain(screen.query_one("#artifact-info", Static))
+        assert "★ best" in info and "island=2" in info and "plan" in info and "Ask for lower case" in info
+        footer = {b.key: b for _, b, enabled, _ in screen.active_bindings.values() if enabled}
+        assert footer["enter"].description == "Diff" and footer["enter"].show
+        await pilot.press("up")  # another artifact: its own panel and diff
+        await pilot.pause()
+        assert "a000016" not in plain(screen.query_one("#artifact-info", Static)).splitlines()[0]
+        await pilot.press("b")
+        await pilot.pause()
+        assert tree.cursor_node.data.artifact_id == "a000016"
+        await pilot.press("enter")
+        await pilot.pause()
+        assert "Ask for lower case" in plain(app.screen.query_one("#diff-info", Static))
+
+
+async def test_lineage_explains_program_acceptance() -> None:
+    app = app_with(ProgramBackend())
+    async with app.run_test(size=(120, 36)) as pilot:
+        await pilot.press("3")
+        await pilot.pause()
+        await pilot.pause()
+        screen = app.screen
+        tree = screen.query_one(LineageTree)
+        assert "new best" in plain(screen.query_one("#artifact-info", Static))
+        labels = {a: str(n.label) for a, n in screen._tree_nodes.items()}
+        assert "accepted, new best" in labels["a000016"] and labels["a000003"].endswith("accepted")
+        tree.move_cursor(screen._tree_nodes["a000003"])
+        await pilot.pause()
+        info = plain(screen.query_one("#artifact-info", Static))
+        assert "accepted into the population (it ran and was scored), not a new best" in info
+        assert "0.000 <= best 0.200" in info
