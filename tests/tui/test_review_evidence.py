@@ -112,3 +112,31 @@ async def test_lineage_explains_program_acceptance() -> None:
         info = plain(screen.query_one("#artifact-info", Static))
         assert "accepted into the population (it ran and was scored), not a new best" in info
         assert "0.000 <= best 0.200" in info
+
+
+async def test_live_backend_reads_the_parked_items_evidence(tmp_path) -> None:
+    import asyncio
+
+    from engine.runner import EngineRun
+    from evotui.tui.backend import LiveBackend
+
+    layer = {"sim": {"time_scale": 400}, "budget": {"max_proposals": 6}, "pipeline": {"review_before_evaluate": True}}
+    run = await EngineRun.create("rules", [("test", layer)], tmp_path / "e.db")
+    backend = LiveBackend(run)
+    task = asyncio.create_task(run.run())
+    try:
+        loop = asyncio.get_running_loop()
+        end = loop.time() + 15
+        while not backend.pending():
+            assert loop.time() < end, "nothing parked in time"
+            await asyncio.sleep(0.02)
+        backend.poll()
+        item = backend.pending()[0]
+        ev = backend.evidence(item.item_id)
+        assert ev is not None and ev.parent_mb and not ev.child_mb  # held before evaluation
+        assert ev.parent_score is not None and "propose" in ev.gaps
+        assert any(line.startswith("propose gap") for line in ev.staleness)
+        assert backend.evidence("i999999") is None
+    finally:
+        await backend.control("stop")
+        await asyncio.wait_for(task, 15)
