@@ -52,6 +52,12 @@ async def test_cursor_stays_in_place_after_decisions() -> None:
         await pilot.press("a")  # the last row: the cursor stays on the new last row
         await pilot.pause()
         assert screen.selected_id() == "i000044" and table.cursor_row == 2
+        await pilot.press("up", "r")  # reject with a reason: the next row moves up into place
+        await pilot.pause()
+        await pilot.press("enter")
+        await pilot.pause()
+        assert [p.item_id for p in backend.items] == ["i000040", "i000044"]
+        assert table.cursor_row == 1 and screen.selected_id() == "i000044"
 
 
 async def test_ages_are_live(monkeypatch) -> None:
