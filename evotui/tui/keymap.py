@@ -42,6 +42,15 @@ LINEAGE_BINDINGS = [
     Binding("enter", "open_diff", "Diff", id="lineage.diff", tooltip="Diff the artifact against its parent"),
     Binding("y", "copy_id", "Copy id", id="lineage.copy_id", tooltip="Copy the artifact id (OSC 52)"),
     Binding("Y", "copy_text", "Copy text", id="lineage.copy_text", tooltip="Copy the artifact text (OSC 52)"),
+    Binding("b", "goto_best", "Best", id="lineage.best", tooltip="Select the best artifact"),
+    Binding("m", "diff_mode", "Unified/split", id="lineage.mode", tooltip="Unified or side-by-side diff"),
+]
+
+DIFF_NAV_BINDINGS = [
+    Binding("n", "next_change", "Next chg", id="diff.next", tooltip="Scroll the diff to the next change"),
+    Binding("N", "previous_change", "Prev chg", id="diff.previous", tooltip="Scroll the diff to the previous change"),
+    Binding("f", "toggle_fold", "Fold/full", id="diff.fold",
+            tooltip="Only the changes with a few lines of context, or the full file"),
 ]
 
 DIFF_BINDINGS = [
@@ -56,5 +65,5 @@ CONFIRM_BINDINGS = [
 
 
 def binding_ids() -> list[str]:
-    groups = (APP_BINDINGS, REVIEW_BINDINGS, LINEAGE_BINDINGS, DIFF_BINDINGS, CONFIRM_BINDINGS)
+    groups = (APP_BINDINGS, REVIEW_BINDINGS, LINEAGE_BINDINGS, DIFF_BINDINGS, DIFF_NAV_BINDINGS, CONFIRM_BINDINGS)
     return [b.id for group in groups for b in group if b.id]

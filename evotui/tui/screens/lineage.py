@@ -65,10 +65,7 @@ class LineageTree(Tree[ArtifactView]):
 
 
 class LineageScreen(EvoScreen):
-    BINDINGS = LINEAGE_BINDINGS + [
-        Binding("b", "goto_best", "Best", id="lineage.best", tooltip="Select the best artifact"),
-        Binding("m", "diff_mode", "Unified/split", id="lineage.mode", tooltip="Unified or side-by-side diff"),
-    ]
+    BINDINGS = LINEAGE_BINDINGS
     HELP = """\
 ## Lineage
 Every artifact under its parent: ◆ seed, ● confirmed, ✗ rejected (by the metric or a reviewer),

@@ -9,7 +9,6 @@ Lines never wrap: unified scrolls sideways, side by side truncates each column w
 from __future__ import annotations
 
 from textual.app import ComposeResult
-from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
 from textual.content import Content
 from textual.reactive import reactive
@@ -17,6 +16,7 @@ from textual.widget import Widget
 from textual.widgets import Static
 
 from engine.components import component_pairs
+from evotui.tui.keymap import DIFF_NAV_BINDINGS
 from evotui.tui.widgets.diffrender import changed_note, diff_stats, looks_like_code, render
 
 __all__ = ["DIFF_NAV_BINDINGS", "DiffNavigation", "DiffView", "changed_note", "looks_like_code"]
@@ -24,12 +24,6 @@ __all__ = ["DIFF_NAV_BINDINGS", "DiffNavigation", "DiffView", "changed_note", "l
 CONTEXT = 3
 """Unchanged lines kept on each side of a change when folded."""
 
-DIFF_NAV_BINDINGS = [
-    Binding("n", "next_change", "Next chg", id="diff.next", tooltip="Scroll the diff to the next change"),
-    Binding("N", "previous_change", "Prev chg", id="diff.previous", tooltip="Scroll the diff to the previous change"),
-    Binding("f", "toggle_fold", "Fold/full", id="diff.fold",
-            tooltip=f"Changes with {CONTEXT} lines of context, or the full file"),
-]
 
 
 class DiffView(Widget):
