@@ -4,7 +4,8 @@ The simulator knows no task (engine/llm/sim/plugins.py); this module teaches it 
 recognising requests by content only. Task model: reads which rules the system prompt states
 (keyword recognition, so a real LLM's wording counts too) and formats the example, following each
 applicable rule with a probability that depends on how it is stated. Reflector: reads only the
-request text (the current instructions in the first fenced block and the ``Feedback:`` lines),
+request text (the current instructions in the first fenced block and the feedback, as ``Feedback:``
+lines or under ``Feedback`` headings as GEPA's template writes it, see engine/llm/sim/feedback.py),
 maps feedback sentences back to rules and returns edited instructions, with realistic mistakes.
 Stale-proposal judge (reflective async): compares the rule statements a stale proposal added with
 the current best. Every probability is a module constant documented in engine/llm/sim/README.md.
@@ -16,6 +17,7 @@ import random
 import re
 from collections import Counter
 
+from engine.llm.sim.feedback import feedback_texts, has_feedback
 from engine.llm.sim.plugins import SimRequest
 from engine.tasks.ruleworld import RULE_BY_ID, RULES, classify, distinct, parse_input, prompt_status, sentences
 
@@ -50,7 +52,6 @@ _VAGUE = (
     "Follow the house style for lists carefully.",
 )
 _FENCE = re.compile(r"```[^\n]*\n(.*?)```", re.S)
-_FEEDBACK = re.compile(r"^[ \t>*#-]*Feedback:[ \t]*(.*)$", re.M | re.I)
 
 
 def _choice(status: str, rng: random.Random) -> str:
@@ -130,7 +131,7 @@ def reflect(user_text: str, rng: random.Random) -> str | None:
     m = _FENCE.search(user_text)
     if not m:
         return None
-    feedback = [f.group(1) for f in _FEEDBACK.finditer(user_text, m.end())]
+    feedback = feedback_texts(user_text, m.end())
     if not feedback:
         return None
     current = m.group(1).strip("\n")
@@ -238,7 +239,7 @@ class RuleWorldBehaviour:
     """The rule world as a simulator plug-in (``SimBehaviour``): task model, reflector, judge.
 
     Recognition is by content: an example input (``Category:`` / ``Items:`` lines) for task
-    requests, a fenced block followed by ``Feedback:`` lines for proposals, the stale-proposal
+    requests, a fenced block followed by feedback (``Feedback:`` lines or headings) for proposals, the stale-proposal
     headings for judge requests. Like a real model it also reflects on another prompt task's
     feedback (finding no rule to fix there), which is what the simulator has always done.
     """
@@ -251,7 +252,7 @@ class RuleWorldBehaviour:
             return parse_input(user) is not None
         if request.kind == "propose":
             m = _FENCE.search(user)
-            return m is not None and _FEEDBACK.search(user, m.end()) is not None
+            return m is not None and has_feedback(user, m.end())
         if request.kind == "judge":
             return "## Stale proposal" in user and "## Current best instructions" in user
         return False

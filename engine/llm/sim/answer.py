@@ -14,6 +14,7 @@ from typing import Sequence
 
 from engine.llm.sim import edit_judge, pes_agents, program_model
 from engine.llm.sim import context_agents
+from engine.llm.sim.feedback import has_feedback
 from engine.llm.sim.plugins import Kind, SimBehaviour, SimRequest, message_text
 
 __all__ = ["answer", "message_text", "read_request", "truncate"]
@@ -51,11 +52,11 @@ def read_request(messages: list[dict], stage: str) -> SimRequest:
     users = [message_text(m.get("content")) for m in messages if m.get("role") == "user"]
     user = users[-1] if users else ""
     kind: Kind
-    if stage in ("propose", "default") and program_model.patch_format(system):
+    if stage in ("propose", "default") and program_model.request_format(system, user):
         kind = "patch"
     elif stage == "reflect":
         kind = "judge"
-    elif stage == "propose" or (stage not in ("rollout", "evaluate") and "```" in user and "Feedback:" in user):
+    elif stage == "propose" or (stage not in ("rollout", "evaluate") and "```" in user and has_feedback(user)):
         kind = "propose"
     else:
         kind = "task"

@@ -46,7 +46,11 @@ REL_STEP = 0.12
 
 FORMAT_RE = re.compile(r"evotui-patch-format: (diff|full|udiff)")
 _PARENT = re.compile(r"## Current program[^\n]*\n```([\w+-]*)\n(.*?)```", re.S)
-_OTHER = re.compile(r"### Program [^\n]*\n```[\w+-]*\n(.*?)```", re.S)
+# Other tools' layouts (OpenEvolve: "# Current Program" over a fenced block; its diff prompt shows
+# the SEARCH/REPLACE format, its full-rewrite prompt asks for the whole program in a fence).
+_ANY_PARENT = re.compile(r"^#{1,3}[ \t]*Current program\b[^\n]*\n+```([\w+-]*)\n(.*?)```", re.S | re.M | re.I)
+_DIFF_ASKED = re.compile(r"^<<<<<<< SEARCH[ \t]*$", re.M)
+_OTHER = re.compile(r"### (?:Program|Inspiration) [^\n]*\n```[\w+-]*\n(.*?)```", re.S)
 _CHANGE = re.compile(r"## Change that produced the current program\n```diff\n(.*?)```", re.S)
 _NUM = re.compile(r"(?<![\w.])(\d+\.\d*|\d*\.\d+|\d+)(?![\w.])")
 
@@ -54,6 +58,16 @@ _NUM = re.compile(r"(?<![\w.])(\d+\.\d*|\d*\.\d+|\d+)(?![\w.])")
 def patch_format(system: str) -> str | None:
     m = FORMAT_RE.search(system or "")
     return m.group(1) if m else None
+
+
+def request_format(system: str, user: str) -> str | None:
+    """The patch format a request asks for: evotui's marker, else read from the layout like an
+    LLM would (a current-program heading over a fenced block; SEARCH/REPLACE shown -> diff,
+    otherwise a full program), else None (not a program request)."""
+    marked = patch_format(system)
+    if marked or not _ANY_PARENT.search(user or ""):
+        return marked
+    return "diff" if _DIFF_ASKED.search(user) or _DIFF_ASKED.search(system or "") else "full"
 
 
 def _code_part(line: str, lang: LanguageSpec) -> str:
@@ -219,9 +233,9 @@ def propose(messages: list[dict], text_of, rng: random.Random) -> str:
     """Reply to a program-task proposal request (first attempt or retry)."""
     system = "\n".join(text_of(m.get("content")) for m in messages if m.get("role") == "system")
     users = [text_of(m.get("content")) for m in messages if m.get("role") == "user"]
-    fmt = patch_format(system) or "diff"
     first = users[0] if users else ""
-    m = _PARENT.search(first)
+    fmt = request_format(system, first) or "diff"
+    m = _PARENT.search(first) or _ANY_PARENT.search(first)
     if not m:
         return "I could not find the current program in the request."
     lang, code = by_fence(m.group(1)) or PYTHON, m.group(2)
