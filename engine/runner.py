@@ -163,6 +163,34 @@ class EngineRun:
         return run
 
     @classmethod
+    async def create_branch(cls, source, layers: list[tuple[str, dict]], db_path: Path) -> "EngineRun":
+        """A new run seeded with an artifact of a stored run (`evotui branch`; source is an
+        engine.run_admin.BranchSource): that run's task and stored config under `layers`, the
+        task's seed replaced by the artifact, whose seed row records where it came from."""
+        from engine.run_admin import AdminError, BranchLedger
+
+        try:
+            task = load_any_task(source.task_path)
+            config = build_config([(f"stored config of run {source.run_id}", source.config), *layers])
+            task = source.seeded(with_program_settings(task, config.program))
+        except (TaskError, ConfigError, AdminError) as exc:
+            raise SetupError(f"cannot branch {source.run_id}: {exc}") from None
+        _check_combination(config, task)
+        store = await _open_store(db_path, create=False)
+        run_id = new_run_id()
+        ctx, sim_state = await _build_context(run_id, config, task, store)
+        run = await _construct(cls, ctx, db_path, sim_state, resumed=False, backlog=[])
+        handlers = run.orchestrator.handlers
+        handlers.ledger = ctx.ledger = BranchLedger(handlers.ledger, source.link)
+        store.insert_run(run_id, task=task.name, task_path=source.task_path,
+                         config_json=redact_mapping(config.model_dump(mode="json")), seed=config.seed,
+                         mode=config.pipeline.mode, policy=config.pipeline.policy, backend=ctx.backend,
+                         status="running", created_at=time.time())
+        await store.flush()
+        await run._take_lease()
+        return run
+
+    @classmethod
     async def resume(cls, db_path: Path, run_id: str | None, budget_overrides: dict,
                      overrides: dict | None = None) -> "EngineRun":
         """overrides: further config entries the user typed (e.g. endpoint URLs whose credentials

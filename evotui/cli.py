@@ -97,6 +97,18 @@ def build_parser() -> argparse.ArgumentParser:
 
     trace_cmd.add_parsers(sub, DEFAULT_DB)  # evotui export / import / analyze / replay (EvoTrace)
 
+    rst = sub.add_parser("restore", help="make an earlier validated artifact the run's active best (audited)")
+    rst.add_argument("run_id", help="run id (see `evotui runs`)")
+    rst.add_argument("artifact_id", help="artifact id (see `evotui show RUN`)")
+    rst.add_argument("--reason", default="", metavar="TEXT", help="why (kept in the audit row)")
+    rst.add_argument("--db", type=Path, default=DEFAULT_DB, help=f"SQLite database (default {DEFAULT_DB})")
+
+    bra = sub.add_parser("branch", help="start a new run seeded with an artifact of a run (its task and config)")
+    bra.add_argument("run_id", help="run id (see `evotui runs`)")
+    bra.add_argument("artifact_id", help="artifact id (see `evotui show RUN`)")
+    options.add_run_flags(bra)
+    _add_common(bra)
+
     sim = sub.add_parser("sim-server", help="serve the simulated backend on 127.0.0.1 over HTTP")
     sim.add_argument("--port", type=int, default=8000)
     sim.add_argument("--host", default="127.0.0.1")
@@ -150,6 +162,10 @@ def _dispatch(args: argparse.Namespace) -> int:
             raise UsageError(refusal)
     if args.command in ("run", "resume"):
         return _run(args)
+    if args.command == "restore":
+        return asyncio.run(_restore(args))
+    if args.command == "branch":
+        return _branch(args)
     if args.command == "attach":
         from evotui.tui.launch import run_attach
 
@@ -210,6 +226,66 @@ def _run(args: argparse.Namespace) -> int:
     async def go() -> int:
         try:
             run = await options.open_run(args)
+        except SetupError as exc:
+            print(f"evotui: error: {exc}", file=sys.stderr)
+            return exc.exit_code
+        term = Terminal(sys.stderr)
+        result = await drive(run, events_path=args.events, progress_every=args.progress_every, quiet=args.quiet,
+                             term=term)
+        report(term, run, result, f"evotui resume {result.summary['run_id']} --db {args.db} --no-ui")
+        return result.exit_code
+
+    return asyncio.run(go())
+
+
+async def _restore(args: argparse.Namespace) -> int:
+    """Through the live driver's control socket when a process drives the run, else offline."""
+    from engine.run_admin import AdminError, check_restorable, find_artifact, restore_offline
+
+    try:
+        found = await find_artifact(args.db, args.run_id, args.artifact_id, writable=True)
+        check_restorable(found)
+        if found.run["status"] == "running":  # a live driver (a dead one reads as interrupted)
+            print(await _restore_live(args))
+        else:
+            print((await restore_offline(args.db, args.run_id, args.artifact_id, args.reason)).line())
+    except AdminError as exc:
+        raise UsageError(str(exc)) from None
+    return 0
+
+
+async def _restore_live(args: argparse.Namespace) -> str:
+    from engine.run_admin import AdminError, RestoreResult
+    from evotui.control import ControlClient, ControlError, socket_path
+
+    path = socket_path(args.db, args.run_id)
+    client = ControlClient(path)
+    if not await client.connect():
+        raise AdminError(f"run {args.run_id} is driven by a live process that serves no control socket at {path}; "
+                         f"restore from its TUI, or stop that process and run this again")
+    try:
+        reply = await client.request("restore", artifact_id=args.artifact_id, reason=args.reason)
+    except ControlError as exc:
+        raise AdminError(f"the driver of run {args.run_id} refused the restore: {exc}") from None
+    finally:
+        await client.close()
+    return RestoreResult(**reply).line()
+
+
+def _branch(args: argparse.Namespace) -> int:
+    if not args.no_ui:
+        raise UsageError("branch runs headless: add --no-ui (watch it with `evotui attach NEW_RUN`)")
+    from engine.run_admin import AdminError, branch_source
+    from engine.runner import EngineRun, SetupError
+    from evotui.headless import Terminal, drive, report
+
+    async def go() -> int:
+        try:
+            source = await branch_source(args.db, args.run_id, args.artifact_id)
+            run = await EngineRun.create_branch(source, options.config_layers(args), args.db)
+        except AdminError as exc:
+            print(f"evotui: error: {exc}", file=sys.stderr)
+            return 2
         except SetupError as exc:
             print(f"evotui: error: {exc}", file=sys.stderr)
             return exc.exit_code

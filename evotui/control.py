@@ -14,6 +14,8 @@ reply `{"ok": true, "result": ...}` or `{"ok": false, "error": "..."}`. Commands
   set_workers stage n                   returns the new target
   set_policy policy [max_gap]           "full" | "guarded" | "reflective"
   set_speculation on                    speculative evaluation on/off
+  restore artifact_id [reason]          make an earlier validated artifact the active best (the ledger's
+                                        restore, audited "by": "control"); returns the restore result
 
 The socket file is mode 0600 (same user only) and removed when the run ends. Never imports textual.
 """
@@ -163,9 +165,21 @@ def apply_command(run, req: dict) -> Any:
         run.set_policy(req["policy"], req.get("max_gap"))
     elif cmd == "set_speculation":
         run.set_speculation(bool(req["on"]))
+    elif cmd == "restore":
+        return _restore(run, str(req["artifact_id"]), str(req.get("reason") or ""))
     else:
         raise ControlError(f"unknown command {cmd!r}")
     return run.snapshot().state
+
+
+def _restore(run, artifact_id: str, reason: str) -> dict:
+    """Runs on the driver's loop, between pipeline steps, so the live run switches at once."""
+    from engine.run_admin import AdminError, restore_with
+
+    try:
+        return dataclasses.asdict(restore_with(run.ctx.ledger, artifact_id, reason, by="control"))
+    except AdminError as exc:
+        raise ControlError(str(exc)) from None
 
 
 async def _alive(path: Path) -> bool:

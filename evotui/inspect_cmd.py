@@ -90,6 +90,39 @@ def _pes_counts(arts: list[dict]) -> dict[str, int]:
     return {name: sum(1 for n in notes if key in n) for key, name in names.items()}
 
 
+def _active_best(record) -> dict | None:
+    """The run's active best as the engine sees it (restores followed: the pool rebuilt from
+    its rows, as on resume); the top score when the changelog cannot be replayed."""
+    from engine.pool import Pool, PoolError
+    from engine.run_state import artifact_from_row, change_from_row
+
+    arts = record.artifacts
+    if not arts:
+        return None
+    pool = Pool()
+    try:
+        pool.restore([artifact_from_row(a) for a in arts], [change_from_row(e) for e in record.pool_events])
+        best = pool.best()
+    except (PoolError, KeyError) as exc:  # an imported or partial changelog: fall back, say why
+        print(f"evotui: warning: pool history not replayable ({exc}); best = top score", file=sys.stderr)
+        best = None
+    if best is None:
+        return max(arts, key=lambda a: a["val_mean"] or 0.0)
+    return next(a for a in arts if a["artifact_id"] == best.artifact_id)
+
+
+def _restores(record) -> list[dict]:
+    """The audit of `evotui restore` and control-socket restores: one entry per restore row."""
+    out = []
+    for e in record.pool_events:
+        if e.get("kind") != "restore":
+            continue
+        d = e.get("detail") or {}
+        out.append({"version": e.get("version"), "artifact_id": e.get("artifact_id"), "at": e.get("created_at"),
+                    "by": d.get("by", "engine"), "reason": d.get("reason") or "", "previous_best": d.get("previous_best")})
+    return out
+
+
 async def _show(store: Store, args: argparse.Namespace) -> int:
     run_id = args.run_id or await store.latest_run_id()
     record = await store.load_run(run_id) if run_id else None
@@ -97,7 +130,7 @@ async def _show(store: Store, args: argparse.Namespace) -> int:
         print(f"evotui: error: no run {run_id!r} in {args.db}; see `evotui runs --db {args.db}`", file=sys.stderr)
         return 2
     arts = record.artifacts
-    best = max(arts, key=lambda a: a["val_mean"] or 0.0) if arts else None
+    best = _active_best(record)
     seed = next((a for a in arts if a["status"] == "seed"), None)
     info = {
         "run_id": record.run_id,
@@ -116,6 +149,9 @@ async def _show(store: Store, args: argparse.Namespace) -> int:
         "llm_texts": await store.text_stats(record.run_id),
         "summary": record.summary,
     }
+    info["restores"] = _restores(record)
+    if seed is not None and (seed.get("meta") or {}).get("branched_from"):
+        info["branched_from"] = seed["meta"]["branched_from"]
     islands = _islands(record)
     if islands is not None:
         info["islands"] = islands
@@ -131,6 +167,13 @@ async def _show(store: Store, args: argparse.Namespace) -> int:
     t = info["llm_texts"]
     print(f"{'llm texts':14} {t['calls_with_text']} of {t['calls']} calls with texts, {t['blobs']} blobs, "
           f"{t['blob_bytes']} bytes stored ({t['raw_bytes']} raw)")
+    if "branched_from" in info:
+        link = info["branched_from"]
+        print(f"{'branched from':14} run {link.get('run_id')} artifact {link.get('artifact_id')}")
+    for r in info["restores"]:
+        when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(r["at"])) if r.get("at") else "-"
+        print(f"{'restore':14} v{r['version']} {when} by {r['by']}: {r['artifact_id']} (was {r['previous_best'] or '-'})"
+              + (f": {r['reason']}" if r["reason"] else ""))
     if islands is not None:
         print(f"{'islands':14} " + "; ".join(
             f"{isl['island']}: best {_fmt_score(isl['best_score'])} ({isl['best_id']}), {isl['size']} members, "

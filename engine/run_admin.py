@@ -1,0 +1,188 @@
+"""Administrative operations on a stored run that do not run its pipeline: restore an earlier
+best (`evotui restore`) and the source of a branch (`evotui branch`).
+
+Every check reads the database read-only first, so a refused request writes nothing. The
+writes themselves go through the ledger (the only writer of the pool): `AuditedLedger` is the
+ledger whose restore row also says who asked ({"by": "cli" | "control"}); `BranchLedger` is the
+ledger whose seed records the artifact it was branched from.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+from engine.ledger import Ledger
+from engine.pool import Artifact, PoolChange, PoolError, is_confirmed
+from engine.run_state import artifact_from_row
+from engine.store.store import Store, StoreError
+from engine.trace.importer import IMPORTED_STATUS
+
+
+class AdminError(Exception):
+    """A refused request; the message is one line naming the problem and the fix."""
+
+
+@dataclass(frozen=True)
+class RestoreResult:
+    run_id: str
+    artifact_id: str
+    previous_id: str | None
+    val_mean: float
+    pool_version: int
+    by: str
+
+    def line(self) -> str:
+        return (f"run {self.run_id}: active best is now {self.artifact_id} (val {self.val_mean:.3f}), "
+                f"was {self.previous_id or '-'}; pool version {self.pool_version}")
+
+
+def restore_result(run_id: str, change: PoolChange, val_mean: float, by: str) -> RestoreResult:
+    previous = change.detail.get("previous_best")
+    return RestoreResult(run_id=run_id, artifact_id=change.artifact_id,
+                         previous_id=str(previous) if previous else None, val_mean=val_mean,
+                         pool_version=change.version, by=by)
+
+
+class AuditedLedger(Ledger):
+    """The run's ledger, over the same context, whose pool_events rows carry `by` (who asked).
+    The ledger keeps no state of its own beyond ctx and rows, so a second instance is safe."""
+
+    def __init__(self, ledger: Ledger, by: str) -> None:
+        super().__init__(ledger.ctx, ledger.rows)
+        self.by = by
+
+    def _pool_event(self, change: PoolChange, kind: str | None = None) -> None:
+        super()._pool_event(dataclasses.replace(change, detail={**change.detail, "by": self.by}), kind)
+
+
+def restore_with(ledger: Ledger, artifact_id: str, reason: str, by: str) -> RestoreResult:
+    """Restore through the run's ledger (on the driving loop); AdminError for an artifact the
+    pool does not hold or that is not fully validated."""
+    try:
+        change = AuditedLedger(ledger, by).restore(artifact_id, reason)
+    except PoolError as exc:
+        raise AdminError(str(exc)) from None
+    return restore_result(ledger.ctx.run_id, change, ledger.ctx.pool.get(artifact_id).val_mean, by)
+
+
+class BranchLedger(Ledger):
+    """The new run's ledger: its seed's meta records {"branched_from": {run_id, artifact_id}}."""
+
+    def __init__(self, ledger: Ledger, link: Mapping[str, str]) -> None:
+        super().__init__(ledger.ctx, ledger.rows)
+        self.link = dict(link)
+
+    def seed(self, art: Artifact, feedback: Mapping[str, str] | None = None) -> Artifact:
+        linked = dataclasses.replace(art, meta={**art.meta, "branched_from": self.link})
+        return super().seed(linked, feedback)
+
+
+# -- read-only checks ----------------------------------------------------------------------------
+@dataclass(frozen=True)
+class StoredArtifact:
+    """What a check found: the run's row and one of its artifacts."""
+    run: Mapping[str, Any]
+    artifact: Artifact
+
+
+async def _open_readonly(db: Path) -> Store:
+    if not Path(db).expanduser().exists():
+        raise AdminError(f"no database at {db}; pass --db PATH (runs are stored where `run --db` put them)")
+    try:
+        return await Store.open(db, create=False, readonly=True)
+    except StoreError as exc:
+        raise AdminError(str(exc)) from None
+
+
+async def find_artifact(db: Path, run_id: str, artifact_id: str, *, writable: bool) -> StoredArtifact:
+    """The run's row and artifact, or AdminError: unknown run, unknown artifact, an artifact of
+    another run, a run that is imported (when `writable`)."""
+    store = await _open_readonly(db)
+    try:
+        runs = await store.fetch_rows("runs", run_id)
+        if not runs:
+            raise AdminError(f"no run {run_id!r} in {db}; list runs with `evotui runs --db {db}`")
+        run = {**runs[0], "run_id": run_id}
+        if writable and run.get("status") == IMPORTED_STATUS:
+            raise AdminError(f"run {run_id} is imported from an EvoTrace file and read-only; branch it with "
+                             f"`evotui branch {run_id} ARTIFACT --db {db}` instead")
+        rows = {r["artifact_id"]: r for r in await store.fetch_rows("artifacts", run_id)}
+        if artifact_id not in rows:
+            raise AdminError(await _not_found(store, db, run_id, artifact_id))
+        return StoredArtifact(run=run, artifact=artifact_from_row(rows[artifact_id]))
+    finally:
+        await store.close()
+
+
+async def _not_found(store: Store, db: Path, run_id: str, artifact_id: str) -> str:
+    for other in await store.list_runs():
+        if other["run_id"] != run_id and any(r["artifact_id"] == artifact_id
+                                             for r in await store.fetch_rows("artifacts", other["run_id"])):
+            return f"artifact {artifact_id} belongs to run {other['run_id']}, not to run {run_id}"
+    return f"run {run_id} has no artifact {artifact_id!r}; see `evotui show {run_id} --db {db}`"
+
+
+def check_restorable(found: StoredArtifact) -> None:
+    art = found.artifact
+    if not is_confirmed(art):
+        raise AdminError(f"artifact {art.artifact_id} is {art.status}: only a fully validated one (seed or "
+                         "confirmed) can be restored")
+
+
+# -- restore without a driver ------------------------------------------------------------------
+async def restore_offline(db: Path, run_id: str, artifact_id: str, reason: str, by: str = "cli") -> RestoreResult:
+    """Open the run under its lease (the pool rebuilt from its rows), restore through the
+    ledger, save, close: the pipeline never runs. The run keeps the status it had."""
+    from engine.runner import EngineRun, SetupError
+
+    found = await find_artifact(db, run_id, artifact_id, writable=True)
+    check_restorable(found)
+    try:
+        run = await EngineRun.resume(db, run_id, {}, {})
+    except SetupError as exc:
+        raise AdminError(str(exc)) from None
+    try:
+        result = restore_with(run.ctx.ledger, artifact_id, reason, by)
+        run.orchestrator.recorder.save_run_state()
+        # resume() marked the run running; it is not, so it keeps the status it had.
+        run.ctx.store.update_run(run_id, status=found.run["status"], updated_at=time.time())
+        await run.ctx.store.flush()
+    finally:
+        await run.close()
+    return result
+
+
+# -- branch ------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class BranchSource:
+    """The run and artifact a branch starts from."""
+    run_id: str
+    task_path: str
+    config: Mapping[str, Any]
+    artifact: Artifact
+
+    @property
+    def link(self) -> dict[str, str]:
+        return {"run_id": self.run_id, "artifact_id": self.artifact.artifact_id}
+
+    def seeded(self, task: Any) -> Any:
+        """A copy of the task whose seed is the artifact (its text, and its components)."""
+        if task.kind == "program":
+            return dataclasses.replace(task, initial_program=self.artifact.text)
+        if task.kind != "prompt":
+            raise AdminError(f"run {self.run_id} is a {task.kind} task run (started from Python); branch it "
+                             "from Python with the artifact's candidate as the seed")
+        return dataclasses.replace(task, seed_prompt=self.artifact.text, seed_components=self.artifact.components)
+
+
+async def branch_source(db: Path, run_id: str, artifact_id: str) -> BranchSource:
+    """Any artifact of a run can start a branch except a removed one (it left the pool)."""
+    found = await find_artifact(db, run_id, artifact_id, writable=False)
+    if found.artifact.status == "removed":
+        raise AdminError(f"artifact {artifact_id} was removed from run {run_id}'s pool; branch from a validated one")
+    return BranchSource(run_id=run_id, task_path=str(found.run["task_path"]), config=found.run["config"] or {},
+                        artifact=found.artifact)
