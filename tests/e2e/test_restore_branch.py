@@ -161,6 +161,7 @@ def test_restore_live_through_the_control_socket(db):
     finally:
         proc.send_signal(signal.SIGINT)  # drain: finish in-flight work, then the summary
         out, err = proc.communicate(timeout=TIMEOUT)
+    assert proc.returncode == 130, err  # drained on the signal, resumable
     summary = json.loads([ln for ln in out.splitlines() if ln.startswith("{")][-1])
     [(version, aid, detail)] = _restores(db, run_id)
     assert aid == seed and detail["by"] == "control" and detail["reason"] == "back to the seed"
