@@ -214,3 +214,17 @@ def test_branch_starts_a_linked_run_from_an_artifact(db):
     assert bad.returncode == 2 and "has no artifact 'zz'" in bad.stderr and "Traceback" not in bad.stderr
     ui = evotui("branch", s["run_id"], source, "--db", str(db))
     assert ui.returncode == 2 and "--no-ui" in ui.stderr
+
+
+def test_branch_of_a_program_run_seeds_the_initial_program(db):
+    res = evotui("run", "circle_packing", "--no-ui", "--db", str(db), "--max-proposals", "4", *FAST)
+    assert res.returncode == 0, res.stderr
+    s = summary_of(res)
+    arts = _artifacts(db, s["run_id"])
+    source = next((a for a, (st, _) in sorted(arts.items()) if st == "confirmed"), "a000000")
+    b = evotui("branch", s["run_id"], source, "--db", str(db), "--no-ui", "--max-proposals", "2", *FAST)
+    assert b.returncode == 0, b.stderr
+    new = summary_of(b)["run_id"]
+    [(text, meta)] = _rows(db, "SELECT text, meta_json FROM artifacts WHERE run_id = ? AND status = 'seed'", new)
+    assert text == _rows(db, "SELECT text FROM artifacts WHERE run_id = ? AND artifact_id = ?", s["run_id"], source)[0][0]
+    assert json.loads(meta)["branched_from"] == {"run_id": s["run_id"], "artifact_id": source}
