@@ -148,8 +148,13 @@ async def restore_offline(db: Path, run_id: str, artifact_id: str, reason: str, 
     try:
         result = restore_with(run.ctx.ledger, artifact_id, reason, by)
         run.orchestrator.recorder.save_run_state()
-        # resume() marked the run running; it is not, so it keeps the status it had.
-        run.ctx.store.update_run(run_id, status=found.run["status"], updated_at=time.time())
+        # resume() marked the run running; it is not, so it keeps the status it had. Its stored
+        # summary (written when it last stopped; `evotui runs` reads it) names the new best.
+        summary = found.run.get("summary")
+        if isinstance(summary, dict):
+            summary = {**summary, "best_id": result.artifact_id, "best_score": result.val_mean,
+                       "pool_version": result.pool_version}
+        run.ctx.store.update_run(run_id, status=found.run["status"], summary_json=summary, updated_at=time.time())
         await run.ctx.store.flush()
     finally:
         await run.close()

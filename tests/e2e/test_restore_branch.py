@@ -83,6 +83,7 @@ def test_restore_offline_then_show_reports_it(db):
     assert detail == {"restore": True, "reason": "shorter prompt", "previous_best": s["best_id"], "by": "cli"}
     info, text = _show(db, s["run_id"])
     assert info["best_id"] == target and info["status"] == "completed"  # the run keeps its status
+    assert (info["summary"]["best_id"], info["summary"]["pool_version"]) == (target, s["pool_version"] + 1)
     assert [r["by"] for r in info["restores"]] == ["cli"]
     [line] = [ln for ln in text.splitlines() if ln.startswith("restore ")]
     assert f"by cli: {target} (was {s['best_id']}): shorter prompt" in line
