@@ -29,6 +29,7 @@ heads) sees that, and the pool rebuilt on resume finds the restore in its change
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from typing import TYPE_CHECKING, Callable, Mapping, Sequence
 
 from engine import components
@@ -54,11 +55,15 @@ class Ledger:
     def __init__(self, ctx: RunContext, rows: EvalRows) -> None:
         self.ctx = ctx
         self.rows = rows
+        self.seed_meta: dict = {}
+        """Meta the seed artifact gets besides its own (a branch records where it came from)."""
 
     # -- operations -------------------------------------------------------------------------
     def seed(self, art: Artifact, feedback: Mapping[str, str] | None = None) -> Artifact:
         """The run's first artifact (pool version 1)."""
         ctx = self.ctx
+        if self.seed_meta:
+            art = replace(art, meta={**art.meta, **self.seed_meta})
         change = ctx.pool.add(art, {"seed": True})
         stored = ctx.pool.get(art.artifact_id)
         self._persist(stored, [], feedback or {}, "seed", lineage=True)
@@ -112,14 +117,16 @@ class Ledger:
         ctx.tally.speculative_removed += 1
         return stored
 
-    def restore(self, artifact_id: str, reason: str) -> PoolChange:
-        """Make an earlier validated artifact the run's active best again (see the docstring)."""
+    def restore(self, artifact_id: str, reason: str, by: str = "engine") -> PoolChange:
+        """Make an earlier validated artifact the run's active best again (see the docstring);
+        `by` (who asked: "cli", "control", ...) goes into the audit row with the reason."""
         ctx = self.ctx
         art = ctx.pool.get(artifact_id)
         if not is_confirmed(art):
             raise PoolError(f"artifact {artifact_id!r} is {art.status}: only a validated one can be restored")
         previous = self.best()
-        detail = {RESTORE: True, "reason": reason, "previous_best": previous.artifact_id if previous else None}
+        detail = {RESTORE: True, "reason": reason, "previous_best": previous.artifact_id if previous else None,
+                  "by": by}
         # Same status and scores: the artifact is unchanged, so its row is not rewritten.
         change = ctx.pool.set_status(artifact_id, art.status, None, detail)
         self._pool_event(change, kind=RESTORE)

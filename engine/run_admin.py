@@ -2,9 +2,8 @@
 best (`evotui restore`) and the source of a branch (`evotui branch`).
 
 Every check reads the database read-only first, so a refused request writes nothing. The
-writes themselves go through the ledger (the only writer of the pool): `AuditedLedger` is the
-ledger whose restore row also says who asked ({"by": "cli" | "control"}); `BranchLedger` is the
-ledger whose seed records the artifact it was branched from.
+writes themselves go through the ledger (the only writer of the pool): a restore row says who
+asked ({"by": "cli" | "control"}), a branch's seed records the artifact it came from.
 """
 
 from __future__ import annotations
@@ -47,38 +46,14 @@ def restore_result(run_id: str, change: PoolChange, val_mean: float, by: str) ->
                          pool_version=change.version, by=by)
 
 
-class AuditedLedger(Ledger):
-    """The run's ledger, over the same context, whose pool_events rows carry `by` (who asked).
-    The ledger keeps no state of its own beyond ctx and rows, so a second instance is safe."""
-
-    def __init__(self, ledger: Ledger, by: str) -> None:
-        super().__init__(ledger.ctx, ledger.rows)
-        self.by = by
-
-    def _pool_event(self, change: PoolChange, kind: str | None = None) -> None:
-        super()._pool_event(dataclasses.replace(change, detail={**change.detail, "by": self.by}), kind)
-
-
 def restore_with(ledger: Ledger, artifact_id: str, reason: str, by: str) -> RestoreResult:
     """Restore through the run's ledger (on the driving loop); AdminError for an artifact the
     pool does not hold or that is not fully validated."""
     try:
-        change = AuditedLedger(ledger, by).restore(artifact_id, reason)
+        change = ledger.restore(artifact_id, reason, by=by)
     except PoolError as exc:
         raise AdminError(str(exc)) from None
     return restore_result(ledger.ctx.run_id, change, ledger.ctx.pool.get(artifact_id).val_mean, by)
-
-
-class BranchLedger(Ledger):
-    """The new run's ledger: its seed's meta records {"branched_from": {run_id, artifact_id}}."""
-
-    def __init__(self, ledger: Ledger, link: Mapping[str, str]) -> None:
-        super().__init__(ledger.ctx, ledger.rows)
-        self.link = dict(link)
-
-    def seed(self, art: Artifact, feedback: Mapping[str, str] | None = None) -> Artifact:
-        linked = dataclasses.replace(art, meta={**art.meta, "branched_from": self.link})
-        return super().seed(linked, feedback)
 
 
 # -- read-only checks ----------------------------------------------------------------------------

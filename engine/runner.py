@@ -167,7 +167,7 @@ class EngineRun:
         """A new run seeded with an artifact of a stored run (`evotui branch`; source is an
         engine.run_admin.BranchSource): that run's task and stored config under `layers`, the
         task's seed replaced by the artifact, whose seed row records where it came from."""
-        from engine.run_admin import AdminError, BranchLedger
+        from engine.run_admin import AdminError
 
         try:
             task = load_any_task(source.task_path)
@@ -180,8 +180,7 @@ class EngineRun:
         run_id = new_run_id()
         ctx, sim_state = await _build_context(run_id, config, task, store)
         run = await _construct(cls, ctx, db_path, sim_state, resumed=False, backlog=[])
-        handlers = run.orchestrator.handlers
-        handlers.ledger = ctx.ledger = BranchLedger(handlers.ledger, source.link)
+        ctx.ledger.seed_meta = {"branched_from": dict(source.link)}
         store.insert_run(run_id, task=task.name, task_path=source.task_path,
                          config_json=redact_mapping(config.model_dump(mode="json")), seed=config.seed,
                          mode=config.pipeline.mode, policy=config.pipeline.policy, backend=ctx.backend,

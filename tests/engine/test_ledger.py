@@ -197,7 +197,7 @@ async def test_restore_moves_the_active_best_and_survives_a_resume(harness) -> N
         assert [e["version"] for e in events] == list(range(1, 10))
         assert [e["kind"] for e in events if e["kind"] == "restore"] == ["restore", "restore"]
         assert events[3]["detail"] == {"restore": True, "reason": "a000002 overfits the validation set",
-                                       "previous_best": "a000002"}
+                                       "previous_best": "a000002", "by": "engine"}
     finally:
         await run2.close()
 
