@@ -34,6 +34,7 @@ from engine.pool import Pool
 from engine.run_state import RunState, artifact_from_row, change_from_row
 from engine.selection.pareto import MinibatchSampler
 from engine.selection.val_order import ValidationOrder
+from engine.run_summary import run_summary
 from engine.snapshot import EngineSnapshot, build_snapshot
 from engine.run_lease import keep_lease, mark_interrupted, release_quietly, remove_db_files
 from engine.store.lease import Lease
@@ -102,38 +103,7 @@ class EngineRun:
             task = with_program_settings(task, config.program)
         except (TaskError, ConfigError) as exc:
             raise SetupError(str(exc)) from None
-        _check_combination(config, task)
-        created_file = not Path(db_path).expanduser().exists()
-        store = await _open_store(db_path, create=True)
-        run_id = new_run_id()
-        try:
-            ctx, sim_state = await _build_context(run_id, config, task, store)
-        except SetupError:
-            if created_file:  # a run that never started leaves no empty database behind
-                remove_db_files(Path(db_path).expanduser())
-            raise
-        try:
-            run = await _construct(cls, ctx, db_path, sim_state, resumed=False, backlog=[])
-        except SetupError:
-            if created_file:
-                remove_db_files(Path(db_path).expanduser())
-            raise
-        store.insert_run(
-            run_id,
-            task=task.name,
-            task_path=str(task.path),
-            # Credentials inside endpoint URLs never reach the database; a resume asks for the URL again.
-            config_json=redact_mapping(config.model_dump(mode="json")),
-            seed=config.seed,
-            mode=config.pipeline.mode,
-            policy=config.pipeline.policy,
-            backend=ctx.backend,
-            status="running",
-            created_at=time.time(),
-        )
-        await store.flush()
-        await run._take_lease()
-        return run
+        return await cls._start(config, task, db_path, str(task.path))
 
     @classmethod
     async def create_from_task(cls, task, layers: list[tuple[str, dict]], db_path: Path) -> "EngineRun":
@@ -143,24 +113,7 @@ class EngineRun:
             config = build_config([("defaults of the task", task.defaults), *layers])
         except ConfigError as exc:
             raise SetupError(str(exc)) from None
-        _check_combination(config, task)
-        created_file = not Path(db_path).expanduser().exists()
-        store = await _open_store(db_path, create=True)
-        run_id = new_run_id()
-        try:
-            ctx, sim_state = await _build_context(run_id, config, task, store)
-            run = await _construct(cls, ctx, db_path, sim_state, resumed=False, backlog=[])
-        except SetupError:
-            if created_file:
-                remove_db_files(Path(db_path).expanduser())
-            raise
-        store.insert_run(run_id, task=task.name, task_path=str(task.path),
-                         config_json=redact_mapping(config.model_dump(mode="json")), seed=config.seed,
-                         mode=config.pipeline.mode, policy=config.pipeline.policy, backend=ctx.backend,
-                         status="running", created_at=time.time())
-        await store.flush()
-        await run._take_lease()
-        return run
+        return await cls._start(config, task, db_path, str(task.path))
 
     @classmethod
     async def create_branch(cls, source, layers: list[tuple[str, dict]], db_path: Path) -> "EngineRun":
@@ -175,13 +128,28 @@ class EngineRun:
             task = source.seeded(with_program_settings(task, config.program))
         except (TaskError, ConfigError, AdminError) as exc:
             raise SetupError(f"cannot branch {source.run_id}: {exc}") from None
+        return await cls._start(config, task, db_path, source.task_path,
+                                seed_meta={"branched_from": dict(source.link)})
+
+    @classmethod
+    async def _start(cls, config: RunConfig, task, db_path: Path, task_path: str,
+                     seed_meta: dict | None = None) -> "EngineRun":
+        """A new run of `task` under `config`: services, handlers, the run's row and its lease.
+        A run that never started leaves no empty database file behind."""
         _check_combination(config, task)
-        store = await _open_store(db_path, create=False)
+        created_file = not Path(db_path).expanduser().exists()
+        store = await _open_store(db_path, create=True)
         run_id = new_run_id()
-        ctx, sim_state = await _build_context(run_id, config, task, store)
-        run = await _construct(cls, ctx, db_path, sim_state, resumed=False, backlog=[])
-        ctx.ledger.seed_meta = {"branched_from": dict(source.link)}
-        store.insert_run(run_id, task=task.name, task_path=source.task_path,
+        try:
+            ctx, sim_state = await _build_context(run_id, config, task, store)
+            run = await _construct(cls, ctx, db_path, sim_state, resumed=False, backlog=[])
+        except SetupError:
+            if created_file:
+                remove_db_files(Path(db_path).expanduser())
+            raise
+        ctx.ledger.seed_meta = dict(seed_meta or {})
+        # Credentials inside endpoint URLs never reach the database; a resume asks for the URL again.
+        store.insert_run(run_id, task=task.name, task_path=task_path,
                          config_json=redact_mapping(config.model_dump(mode="json")), seed=config.seed,
                          mode=config.pipeline.mode, policy=config.pipeline.policy, backend=ctx.backend,
                          status="running", created_at=time.time())
@@ -357,62 +325,7 @@ class EngineRun:
         await self.ctx.store.flush()
 
     def summary(self, status: str, reason: str) -> dict:
-        ctx = self.ctx
-        snap = self.snapshot()
-        scale = ctx.config.sim.time_scale if ctx.config.uses_sim else 1.0
-        minutes = self.pipeline_s * scale / 60.0
-        return {
-            "run_id": ctx.run_id,
-            "db": str(self.db_path),
-            "status": status,
-            "stop_reason": reason,
-            "task": ctx.task.name,
-            "mode": ctx.config.pipeline.mode,
-            "strategy": self.strategy.name,
-            "policy": ctx.policy.name,
-            "backend": ctx.backend,
-            "simulated": ctx.config.uses_sim,
-            "proposals": snap.proposals,
-            "proposal_attempts": snap.proposal_attempts,
-            "accepted": snap.accepted,
-            "rejected": snap.rejected,
-            "failed": snap.failed,
-            "discarded_stale": snap.discarded_stale,
-            "wasted_tokens": snap.wasted_tokens,
-            "pool_version": snap.pool_version,
-            "seed_score": snap.seed_score,
-            "best_score": snap.best_score,
-            "best_id": snap.best_id,
-            "llm_calls": snap.llm_calls,
-            "prompt_tokens": snap.prompt_tokens,
-            "completion_tokens": snap.completion_tokens,
-            "metric_calls": snap.metric_calls,
-            "merges_tried": snap.merges_tried,
-            "merges_accepted": snap.merges_accepted,
-            "superseded": snap.superseded,
-            # JSON object keys are strings: the gap as text, in gap order.
-            "gap_histogram": {str(gap): n for gap, n in snap.gap_histogram.items()},
-            "staleness": dict(snap.staleness),
-            "wall_s": round(ctx.elapsed(), 3),
-            "pipeline_minutes": round(minutes, 4),
-            "time_basis": "simulated" if ctx.config.uses_sim else "wall",
-            "proposals_per_min": round(snap.proposals / minutes, 3) if minutes > 0 else None,
-            "budget_spent": dict(snap.budget_spent),
-            # What each stage costs (a strategy's agents included), per proposal the LLM returned.
-            "llm_by_stage": {stage: {"calls": n, "tokens": ctx.tally.tokens_by_stage[stage],
-                                     "calls_per_proposal": round(n / snap.proposals, 3) if snap.proposals else None}
-                             for stage, n in sorted(ctx.tally.calls_by_stage.items())},
-            **self._program_figures(snap),
-        }
-
-    def _program_figures(self, snap: EngineSnapshot) -> dict:
-        """Program tasks: filter counts, patch retries, tolerant blocks (the stored counters, via the
-        snapshot); any task: the kind's own figures (a program's sandbox isolation level)."""
-        figures = self.orchestrator.handlers.figures()
-        if self.ctx.task.kind != "program":
-            return figures
-        return {"filters": dict(snap.filters), "patch_retries": snap.patch_retries,
-                "tolerant_blocks": snap.tolerant_blocks, **figures}
+        return run_summary(self, status, reason)
 
 
 async def _construct(cls, ctx: RunContext, db_path: Path, sim_state, resumed: bool,
