@@ -34,43 +34,12 @@ from engine.llm.errors import (
     transport_error,
     truncated_stream,
 )
+from engine.llm.records import CallRecord, ChatResult
 from engine.llm.redact import redact_url, url_secrets
 
+__all__ = ["CallRecord", "ChatResult", "LLMClient", "Shrink"]
+
 SIM_BASE_URL = "http://sim/v1"
-
-
-@dataclass(frozen=True)
-class CallRecord:
-    endpoint: str
-    url: str
-    model: str
-    stage: str
-    status: str  # "ok" | "length" | "error"
-    finish_reason: str | None
-    prompt_tokens: int
-    completion_tokens: int
-    latency_s: float
-    ttft_s: float | None
-    retries: int
-    error: str | None
-    started_at: float
-    messages: list[dict] | None = None
-    """The request's messages as last sent (after a shrink, the shorter ones); not a copy, so
-    on_call must not change them."""
-    response: str | None = None
-    """The response text; None for an error or cancelled call."""
-
-
-@dataclass(frozen=True)
-class ChatResult:
-    text: str
-    finish_reason: str | None
-    prompt_tokens: int
-    completion_tokens: int
-    latency_s: float
-    retries: int
-    shrunk: bool = False
-    """The prompt overflowed the server's context and was shrunk by the caller's rule."""
 
 
 Shrink = Callable[[list[dict], LLMError], "list[dict] | None"]

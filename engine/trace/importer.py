@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from engine.llm.client import CallRecord
+from engine.llm.records import CallRecord
 from engine.store.store import Store
 from engine.trace.collect import IMPORTED_KEY
 from engine.trace.errors import TraceError
