@@ -23,11 +23,12 @@ from engine.context import FatalRunError, RunContext
 from engine.items import WorkItem, current_item
 from engine.llm.errors import LLMError
 from engine.llm.shrink import middle_out
-from engine.pipeline.spec import PipelineSpec, Selection, StageSpec
+from engine.pipeline.spec import PipelineSpec, StageSpec
 from engine.pool import Artifact
 from engine.selection import merge
 from engine.stages import reflection
 from engine.stages.base import KindHandlers
+from engine.stages.example_kinds import ExampleKindMixin
 from engine.stages.prompt_repair import StaleRepairMixin
 from engine.stages.prompt_stages import TOKENS_PER_CALL_PRIOR, evaluation_rows
 from engine.strategy.protocols import Strategy
@@ -105,7 +106,7 @@ def _shown(value: Any) -> str:
     return text if len(text) <= SHOWN_CHARS else text[:SHOWN_CHARS] + " ..."
 
 
-class AdapterStages(StaleRepairMixin, KindHandlers):
+class AdapterStages(StaleRepairMixin, ExampleKindMixin, KindHandlers):
     """Handlers of an adapter task running `strategy` (engine/pipeline/spec.py: SearchHandlers)."""
 
     kind = "adapter"
@@ -125,18 +126,6 @@ class AdapterStages(StaleRepairMixin, KindHandlers):
                     StageSpec("evaluate", self.evaluate, checks_staleness=True), *self.strategy_stages("after_evaluate"),
                     StageSpec("update", self.update, scalable=False)),
             reflect=StageSpec("reflect", self.reflect), reflect_to="evaluate")
-
-    @property
-    def instances(self) -> list[str]:
-        return self.ctx.task.val_ids
-
-    def child_score(self, item: WorkItem) -> float | None:
-        val = item.payload.get("val")
-        return sum(val.values()) / len(val) if val else None
-
-    def select(self) -> Selection:
-        pick = self.pick_parent()
-        return Selection(pick.parent_id, self.ctx.sampler.next(), pick.tags)
 
     def abandoned(self, item: WorkItem) -> None:
         self._batches.pop(item.item_id, None)
@@ -199,14 +188,8 @@ class AdapterStages(StaleRepairMixin, KindHandlers):
         return item
 
     def pick_component(self, parent: Artifact, item: WorkItem) -> str:
-        """GEPA's round robin over the parent's components; a child continues after the one its
-        parent gave last (artifact meta `next_component`)."""
-        names = components.evolvable(parent.parts)
-        pid = parent.artifact_id
-        k = self._next_component.get(pid, int(parent.meta.get("next_component", 0)))
-        self._next_component[pid] = k + 1
-        item.payload["next_component"] = k + 1
-        return names[k % len(names)]
+        """GEPA's round robin over the parent's components."""
+        return self.next_component(parent, parent.parts, item)
 
     async def propose(self, item: WorkItem) -> WorkItem | None:
         ctx = self.ctx

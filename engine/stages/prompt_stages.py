@@ -21,12 +21,13 @@ from engine.items import WorkItem, current_item
 from engine.ledger import EvalRow
 from engine.llm.errors import LLMError
 from engine.llm.shrink import middle_out
-from engine.pipeline.spec import PipelineSpec, Selection, StageSpec
+from engine.pipeline.spec import PipelineSpec, StageSpec
 from engine.pool import Artifact
 from engine.selection import merge
 from engine.stages import reflection
 from engine.stages.base import KindHandlers
 from engine.stages.chain import ChainMixin
+from engine.stages.example_kinds import ExampleKindMixin
 from engine.stages.prompt_repair import StaleRepairMixin
 from engine.stages.speculation import SpeculationMixin
 from engine.strategy.protocols import Strategy
@@ -35,7 +36,7 @@ from engine.tasks.prompt_task import TaskError
 TOKENS_PER_CALL_PRIOR = 1500.0
 """Tokens per call assumed for budget reservations until calls have been observed."""
 
-class PromptStages(SpeculationMixin, ChainMixin, StaleRepairMixin, KindHandlers):
+class PromptStages(SpeculationMixin, ChainMixin, StaleRepairMixin, ExampleKindMixin, KindHandlers):
     """Handlers of a prompt task running `strategy` (engine/pipeline/spec.py: SearchHandlers)."""
 
     kind = "prompt"
@@ -57,20 +58,7 @@ class PromptStages(SpeculationMixin, ChainMixin, StaleRepairMixin, KindHandlers)
             reflect=StageSpec("reflect", self.reflect), reflect_to="evaluate",
             merge_at="evaluate" if self.strategy.merges else None)
 
-    @property
-    def instances(self) -> list[str]:
-        return self.ctx.task.val_ids
-
-    def child_score(self, item: WorkItem) -> float | None:
-        val = item.payload.get("val")
-        return sum(val.values()) / len(val) if val else None
-
     # -- selection and budget -------------------------------------------------------------
-    def select(self) -> Selection:
-        """A parent chosen by the strategy and the next training minibatch."""
-        pick = self.pick_parent()
-        return Selection(pick.parent_id, self.ctx.sampler.next(), pick.tags)
-
     def admitted(self, item: WorkItem) -> None:
         if self.mode.chains:
             self.chain_start(item)
@@ -236,16 +224,10 @@ class PromptStages(SpeculationMixin, ChainMixin, StaleRepairMixin, KindHandlers)
 
     def pick_components(self, parent: Artifact, parts: components.Components, item: WorkItem) -> list[str]:
         """The evolvable components this proposal rewrites: all, or the parent's next one in
-        turn (GEPA's round robin). A child starts its own turn after the component its parent
-        gave last (artifact meta `next_component`), so the order survives a resume."""
-        names = components.evolvable(parts)
+        turn (GEPA's round robin)."""
         if self.ctx.config.pipeline.component_selection == "all":
-            return names
-        pid = parent.artifact_id
-        k = self._next_component.get(pid, int(parent.meta.get("next_component", 0)))
-        self._next_component[pid] = k + 1
-        item.payload["next_component"] = k + 1
-        return [names[k % len(names)]]
+            return components.evolvable(parts)
+        return [self.next_component(parent, parts, item)]
 
     def resumed_proposal(self, item: WorkItem) -> WorkItem | None:
         """An item re-enqueued after its proposal was charged: on it goes, without a new call
