@@ -220,15 +220,22 @@ def _run(args: argparse.Namespace) -> int:
         from evotui.tui.launch import run_tui
 
         return run_tui(args)
+    return _headless(args, lambda: options.open_run(args))
+
+
+def _headless(args: argparse.Namespace, open_run) -> int:
+    """Drive the run open_run() makes without a UI: progress, the closing line, the summary.
+    A run that cannot start is one line on stderr and its exit code (2 for bad input)."""
+    from engine.run_admin import AdminError
     from engine.runner import SetupError
     from evotui.headless import Terminal, drive, report
 
     async def go() -> int:
         try:
-            run = await options.open_run(args)
-        except SetupError as exc:
+            run = await open_run()
+        except (SetupError, AdminError) as exc:
             print(f"evotui: error: {exc}", file=sys.stderr)
-            return exc.exit_code
+            return exc.exit_code if isinstance(exc, SetupError) else 2
         term = Terminal(sys.stderr)
         result = await drive(run, events_path=args.events, progress_every=args.progress_every, quiet=args.quiet,
                              term=term)
@@ -275,27 +282,14 @@ async def _restore_live(args: argparse.Namespace) -> str:
 def _branch(args: argparse.Namespace) -> int:
     if not args.no_ui:
         raise UsageError("branch runs headless: add --no-ui (watch it with `evotui attach NEW_RUN`)")
-    from engine.run_admin import AdminError, branch_source
-    from engine.runner import EngineRun, SetupError
-    from evotui.headless import Terminal, drive, report
+    from engine.run_admin import branch_source
+    from engine.runner import EngineRun
 
-    async def go() -> int:
-        try:
-            source = await branch_source(args.db, args.run_id, args.artifact_id)
-            run = await EngineRun.create_branch(source, options.config_layers(args), args.db)
-        except AdminError as exc:
-            print(f"evotui: error: {exc}", file=sys.stderr)
-            return 2
-        except SetupError as exc:
-            print(f"evotui: error: {exc}", file=sys.stderr)
-            return exc.exit_code
-        term = Terminal(sys.stderr)
-        result = await drive(run, events_path=args.events, progress_every=args.progress_every, quiet=args.quiet,
-                             term=term)
-        report(term, run, result, f"evotui resume {result.summary['run_id']} --db {args.db} --no-ui")
-        return result.exit_code
+    async def open_branch():
+        source = await branch_source(args.db, args.run_id, args.artifact_id)
+        return await EngineRun.create_branch(source, options.config_layers(args), args.db)
 
-    return asyncio.run(go())
+    return _headless(args, open_branch)
 
 
 if __name__ == "__main__":
