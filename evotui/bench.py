@@ -160,13 +160,8 @@ def main(args: argparse.Namespace) -> int:
         return 0
     report.add_equal_time_scores(results)
     rows = report.summarise(results, args.profile, simulated=True)
-    if args.out is not None:
-        args.out.write_text(json.dumps(rows, indent=1))
-    if args.json:
-        for r in rows:
-            print(json.dumps(r))
-    else:
-        print(report.table(rows, args.proposals, "simulated"))
+    report.emit(rows, args.out, args.json, lambda r: report.table(r, args.proposals, "simulated"))
+    if not args.json:
         print()
         print(report.plot(results))
     return 0

@@ -2,7 +2,19 @@
 
 from __future__ import annotations
 
+import json
 import statistics
+
+
+def emit(rows: list[dict], out, as_json: bool, render) -> None:
+    """Benchmark rows to --out (if given) and to stdout: JSON lines, or render(rows) as a table."""
+    if out is not None:
+        out.write_text(json.dumps(rows, indent=1))
+    if as_json:
+        for r in rows:
+            print(json.dumps(r))
+    else:
+        print(render(rows))
 
 
 def percentile(hist: dict[int, int], q: float) -> float | None:

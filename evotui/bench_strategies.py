@@ -24,6 +24,7 @@ from pathlib import Path
 
 from engine.runner import SetupError
 from evotui import bench
+from evotui.bench_report import emit
 
 DEFAULT_MODES = "sync,async"
 
@@ -129,11 +130,5 @@ def main(args: argparse.Namespace) -> int:
         print(f"evotui: error: {exc}", file=sys.stderr)
         return exc.exit_code
     rows = summarise(results, args.target_fraction)
-    if args.out is not None:
-        args.out.write_text(json.dumps(rows, indent=1))
-    if args.json:
-        for r in rows:
-            print(json.dumps(r))
-    else:
-        print(table(rows, args.task, args.proposals, args.target_fraction))
+    emit(rows, args.out, args.json, lambda r: table(r, args.task, args.proposals, args.target_fraction))
     return 0
