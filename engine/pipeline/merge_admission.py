@@ -17,11 +17,13 @@ from engine.selection import merge
 
 
 class MergeAdmission:
-    def __init__(self, ctx: RunContext, handlers: SearchHandlers, in_flight: dict[str, WorkItem]) -> None:
+    def __init__(self, ctx: RunContext, handlers: SearchHandlers, in_flight: dict[str, WorkItem],
+                 merge_at: str | None) -> None:
+        """merge_at: the stage merge items enter (the pipeline's declaration; None: no merges)."""
         self.ctx = ctx
         self.handlers = handlers
         self._in_flight = in_flight
-        self._merge_at = handlers.pipeline().merge_at
+        self._merge_at = merge_at
         self._checked_at = -1
         """Pool version of the last search that found no pair: search again only after a change."""
 

@@ -63,7 +63,7 @@ class Orchestrator:
             if gate in self.stages:
                 self.stages[gate].handler = self.review.wrap(gate, self.stages[gate].handler)
         self.admitted = 0
-        self.merges = MergeAdmission(ctx, self.handlers, self.recorder.in_flight)
+        self.merges = MergeAdmission(ctx, self.handlers, self.recorder.in_flight, spec.merge_at)
         self.controller: AdaptiveController | None = None
         self._aux_tasks: set[asyncio.Task] = set()
         self._control_tasks: list[asyncio.Task] = []
