@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import re
 
+from engine.llm.sim.edit_judge import changed_lines
 from engine.llm.sim.plugins import SimRequest
 
 SUMMARIZER_MARKER = "evotui-context-summarizer:"
@@ -53,12 +54,7 @@ def _new_clause(text: str) -> str:
 
 
 def _summary(user: str) -> str:
-    added, removed = [], []
-    for line in user.splitlines():
-        if line.startswith("+") and not line.startswith("+++"):
-            added.append(line[1:])
-        elif line.startswith("-") and not line.startswith("---"):
-            removed.append(line[1:])
+    added, removed = changed_lines(user)
     new_defs = sorted({m.group(1) for ln in added if (m := _DEF.match(ln))} - {m.group(1) for ln in removed if (m := _DEF.match(ln))})
     gone = sorted({m.group(1) for ln in removed if (m := _DEF.match(ln))} - {m.group(1) for ln in added if (m := _DEF.match(ln))})
     strip = lambda lines: [_NUM.sub("#", ln).strip() for ln in lines]  # noqa: E731

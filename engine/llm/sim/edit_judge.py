@@ -27,7 +27,8 @@ def recognises(req: SimRequest) -> bool:
     return MARKER in req.system
 
 
-def _changed(user: str) -> tuple[list[str], list[str]]:
+def changed_lines(user: str) -> tuple[list[str], list[str]]:
+    """(added, removed) lines of the unified diffs in a message."""
     added, removed = [], []
     for line in user.splitlines():
         if line.startswith("+") and not line.startswith("+++"):
@@ -42,7 +43,7 @@ def _code(lines: list[str]) -> list[str]:
 
 
 def labels_for(user: str) -> list[str]:
-    added, removed = _changed(user)
+    added, removed = changed_lines(user)
     code_added, code_removed = _code(added), _code(removed)
     labels: set[str] = set()
     if not code_added and not code_removed:
