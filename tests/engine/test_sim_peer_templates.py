@@ -23,19 +23,8 @@ from engine.stages import program_prompt, reflection
 from engine.tasks.prompt_task import load_task
 from engine.tasks.ruleworld import classify, prompt_status, sentences
 from engine.tasks.sim_behaviours import all_behaviours
+from tests.engine.test_sim_replies import PROGRAM  # the same program the pinned replies use
 
-PROGRAM = """import math
-
-# EVOLVE-BLOCK-START
-def solve(n):
-    step = 0.25
-    total = 0
-    for i in range(n):
-        if i % 3 == 0:
-            total += step * math.sqrt(i + 1)
-    return total
-# EVOLVE-BLOCK-END
-"""
 OTHER = PROGRAM.replace("0.25", "0.2")
 
 
