@@ -194,8 +194,10 @@ class PipelineConfig(_Model):
     """async: most items admitted and not yet finished. Bounds the version gap (each in-flight
     item can commit at most once while another waits) and keeps parents fresh."""
     minibatch_size: int = Field(default=3, gt=0)
-    merge: bool = True
-    """Merge (GEPA's merge, for text): after accepted proposals, combine two artifacts of the
+    merge: bool = False
+    """Off unless asked, as `gepa.optimize(use_merge=False)`: a synchronous run then reproduces
+    GEPA's defaults, and no mode's throughput counts merge steps that are not proposals.
+    Merge (GEPA's merge, for text): after accepted proposals, combine two artifacts of the
     Pareto front (prompt tasks) or the elite (program tasks) that grew apart from a common
     ancestor, by applying both descendants' edits to it; the result is gated and validated like a
     proposal. Merges never spend the proposal budget; they use LLM and metric calls."""

@@ -39,7 +39,7 @@ async def test_circle_packing_improves_on_simulator(tmp_path):
 async def test_program_merges_combine_two_elite_programs(tmp_path):
     task = load_any_task("circle_packing")
     orch, stages, status = await run_program(task, tmp_path / "r.db", {**FAST, "budget": {"max_proposals": 30},
-                                                                      "seed": 3})
+                                                                      "seed": 3, "pipeline": {"merge": True}})
     ctx = orch.ctx
     assert status == "completed" and ctx.tally.proposal_attempts == 30
     merged = [a for a in ctx.pool.artifacts() if len(a.parent_ids) == 2]
@@ -57,7 +57,7 @@ async def test_program_merges_combine_two_elite_programs(tmp_path):
 async def test_sync_mode_heilbronn(tmp_path):
     task = load_any_task("heilbronn")
     orch, _, status = await run_program(task, tmp_path / "r.db", {**FAST, "budget": {"max_proposals": 12},
-                                                                    "pipeline": {"mode": "sync"}})
+                                                                    "pipeline": {"mode": "sync", "merge": True}})
     assert status == "completed" and len(orch.ctx.pool) > 1
     # sync runs each merge as a step of its own: no two items' stage work overlaps in time
     assert orch.ctx.tally.merges_tried >= 1
