@@ -69,6 +69,11 @@ class SimConfig(_Model):
     """Sequences decoded at once; later requests wait (vLLM's max_num_seqs)."""
     vllm_prefill_tok_s: float = Field(default=15000.0, gt=0)
     """Prompt processing speed, used for time-to-first-token."""
+    vllm_kv_cache_tokens: int | None = Field(default=340_000, gt=0)
+    """Tokens the KV cache holds (Qwen3-8B bf16 on one 80 GB H100 at gpu_memory_utilization 0.9:
+    about 47 GiB left for the cache after weights and activations, at 144 KiB per token =
+    36 layers x 8 KV heads x 128 dims x K and V x 2 bytes). Prompts beyond it wait; a full
+    cache preempts the latest sequence. None: unlimited (the model before this field)."""
     api_ttft_s: float = Field(default=0.8, ge=0)
     """Median time to first token of the api profile."""
     api_tok_s: float = Field(default=60.0, gt=0)

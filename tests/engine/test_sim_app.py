@@ -14,7 +14,7 @@ import uvicorn
 from engine.config import LengthDist, SimConfig
 from engine.llm.sim import create_sim_app, sim_transport
 from engine.llm.sim.plugins import SimRequest
-from engine.llm.sim.serving import ManualClock
+from engine.llm.sim.clock import ManualClock
 from engine.tasks.ruleworld import RULES, generate_examples, score
 from engine.tasks.sim_behaviours import all_behaviours
 

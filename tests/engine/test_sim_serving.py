@@ -9,16 +9,8 @@ import time
 import pytest
 
 from engine.config import LengthDist, SimConfig
-from engine.llm.sim.serving import (
-    ApiServer,
-    Job,
-    LengthSampler,
-    ManualClock,
-    RealClock,
-    Rejected,
-    VllmServer,
-    run_job,
-)
+from engine.llm.sim.clock import ManualClock, RealClock
+from engine.llm.sim.serving import ApiServer, Job, LengthSampler, Rejected, VllmServer, run_job
 
 FAST_PREFILL = 1e12  # makes prefill negligible when only decode is under test
 

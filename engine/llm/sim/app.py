@@ -22,7 +22,8 @@ import httpx
 from engine.config import SimConfig
 from engine.llm.sim.answer import answer, truncate
 from engine.llm.sim.plugins import SimBehaviour, message_text
-from engine.llm.sim.serving import Clock, Job, LengthSampler, RealClock, Rejected, make_server
+from engine.llm.sim.clock import Clock, RealClock
+from engine.llm.sim.serving import Job, LengthSampler, Rejected, make_server
 
 MODEL_ID = "sim-qwen3-8b"
 FINGERPRINT = "evotui-simulated"
@@ -115,6 +116,7 @@ class SimBackendState:
             "bad_requests": self.bad_requests, "truncated": self.truncated, "disconnects": self.disconnects,
             "prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens,
             "tokens_generated": self.tokens_generated,
+            **self.server.kv_figures(),
         }
 
 

@@ -6,12 +6,15 @@ Two profiles:
   prompts are processed one after another at ``vllm_prefill_tok_s``), then it decodes under
   processor sharing: with b sequences decoding, each advances at
   ``per_seq(b) = peak * s1 / (peak + s1 * (b - 1))`` tokens per simulated second.
+  The KV cache holds ``vllm_kv_cache_tokens``: a request is admitted only if its prompt fits
+  (above a 1% watermark); when decoding fills the cache, the latest admitted sequence is
+  preempted (recompute: it waits at the head of the queue, then prefills prompt and output so
+  far again), as vLLM's scheduler does.
 - ``ApiServer``: a hosted endpoint whose latency does not depend on load, with a hard
   concurrency cap above which requests are rejected (HTTP 429).
 
-Both are discrete-event simulators driven by clock timers: rates change exactly when a
-sequence joins or leaves, and nothing polls. The clock maps simulated time to real time
-(``RealClock``) or is advanced by hand (``ManualClock``, exact and instant, for tests).
+Both are discrete-event simulators driven by clock timers (clock.py): rates change exactly
+when a sequence joins or leaves, and nothing polls.
 """
 
 from __future__ import annotations
@@ -21,96 +24,17 @@ import heapq
 import math
 import random
 from collections import deque
-from dataclasses import dataclass, field
-from typing import Callable, Protocol
+from dataclasses import dataclass
 
 from engine.config import LengthDist, SimConfig
+from engine.llm.sim.clock import Clock, TimerHandle
 
 FALLBACK_LENGTH = LengthDist(median=600, sigma=0.7, max=6000)
 """Used when cfg.lengths has neither the request's stage nor a "default" entry."""
 API_TTFT_SIGMA = 0.3
 _EPS_TOKENS = 1e-6
-
-
-class TimerHandle(Protocol):
-    def cancel(self) -> None: ...
-
-
-class Clock(Protocol):
-    """Simulated time source; ``call_at`` runs a callback at a simulated instant."""
-
-    def now(self) -> float: ...
-
-    def call_at(self, when: float, callback: Callable[[], None]) -> TimerHandle: ...
-
-
-class RealClock:
-    """Simulated seconds = event-loop seconds since first use * time_scale."""
-
-    def __init__(self, time_scale: float) -> None:
-        self.time_scale = time_scale
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._t0 = 0.0
-
-    def _bind(self) -> asyncio.AbstractEventLoop | None:
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:
-            return self._loop  # read outside the loop (metrics after a run): its clock still works
-        if self._loop is None:
-            self._loop, self._t0 = loop, loop.time()
-        elif loop is not self._loop:
-            # Timers of the old loop would never fire; one backend serves one loop.
-            raise RuntimeError("simulated backend used from a second event loop; create one app per loop")
-        return loop
-
-    def now(self) -> float:
-        loop = self._bind()
-        return 0.0 if loop is None else (loop.time() - self._t0) * self.time_scale
-
-    def call_at(self, when: float, callback: Callable[[], None]) -> TimerHandle:
-        loop = self._bind()
-        if loop is None:
-            raise RuntimeError("the simulated backend needs a running event loop")
-        return loop.call_at(self._t0 + when / self.time_scale, callback)
-
-
-@dataclass(order=True)
-class _ManualTimer:
-    when: float
-    seq: int
-    callback: Callable[[], None] = field(compare=False)
-    cancelled: bool = field(default=False, compare=False)
-
-    def cancel(self) -> None:
-        self.cancelled = True
-
-
-class ManualClock:
-    """A clock that only moves when told to: ``advance()`` fires due timers in time order."""
-
-    def __init__(self, start: float = 0.0) -> None:
-        self._now = start
-        self._heap: list[_ManualTimer] = []
-        self._seq = 0
-
-    def now(self) -> float:
-        return self._now
-
-    def call_at(self, when: float, callback: Callable[[], None]) -> TimerHandle:
-        self._seq += 1
-        heapq.heappush(self._heap, timer := _ManualTimer(max(when, self._now), self._seq, callback))
-        return timer
-
-    def advance(self, until: float = math.inf) -> None:
-        """Fire every timer due at or before ``until`` (all of them by default)."""
-        while self._heap and self._heap[0].when <= until:
-            timer = heapq.heappop(self._heap)
-            if not timer.cancelled:
-                self._now = timer.when
-                timer.callback()
-        if until != math.inf:
-            self._now = max(self._now, until)
+KV_WATERMARK = 0.01
+"""Share of the KV cache kept free at admission (vLLM's watermark, 1% of blocks)."""
 
 
 class LengthSampler:
@@ -148,6 +72,12 @@ class Job:
     finish: float | None = None
     first_fut: asyncio.Future | None = None
     done_fut: asyncio.Future | None = None
+    # vllm profile: what (re)admission prefills and what is left to decode (both change when
+    # the job is preempted), the decode counter when it joined, and how often it was preempted.
+    kv_prompt: float = 0.0
+    left: float = 0.0
+    v_join: float = 0.0
+    preemptions: int = 0
 
     @property
     def latency(self) -> float:
@@ -179,6 +109,10 @@ class _ServerBase:
         """True when a new request would be rejected right now (api profile only)."""
         return False
 
+    def kv_figures(self) -> dict:
+        """KV-cache figures (vllm profile; none for a hosted endpoint)."""
+        return {}
+
     def _attach(self, job: Job) -> None:
         loop = asyncio.get_running_loop()
         job.first_fut, job.done_fut = loop.create_future(), loop.create_future()
@@ -202,11 +136,14 @@ class _ServerBase:
 
 
 class VllmServer(_ServerBase):
-    """Continuous batching with processor-sharing decode (see module docstring).
+    """Continuous batching with processor-sharing decode and a KV cache (see module docstring).
 
     All decoding sequences advance at the same rate, so progress is kept as one counter
     ``_v`` (tokens decoded per sequence so far); a job finishes when ``_v`` reaches the value
-    it had on joining plus its length. Events then cost O(log b) instead of O(b).
+    it had on joining plus what it has left to decode. Events then cost O(log b) instead of
+    O(b). KV-cache use is kept the same way: the admitted jobs' prompts plus, per decoding job,
+    ``_v`` minus its join value, so it grows at the batch's decode rate and the instant it
+    fills is one more event.
     """
 
     def __init__(self, cfg: SimConfig, clock: Clock) -> None:
@@ -215,6 +152,12 @@ class VllmServer(_ServerBase):
         self.peak = cfg.vllm_peak_tok_s
         self.capacity = cfg.vllm_max_num_seqs
         self.prefill_tok_s = cfg.vllm_prefill_tok_s
+        self.kv_capacity: float = cfg.vllm_kv_cache_tokens or math.inf
+        self._kv_admit_limit = self.kv_capacity * (1.0 - KV_WATERMARK)
+        self.preemptions = 0
+        self.peak_kv_used = 0.0
+        self._kv_static = 0.0  # prompts (and recomputed output) of admitted jobs
+        self._kv_joins = 0.0  # sum of decoding jobs' join values of _v
         self._waiting: deque[Job] = deque()
         self._prefilling: list[tuple[float, int, Job]] = []  # (prefill end time, seq, job)
         self._decoding: list[tuple[float, int, Job]] = []  # (finish value of _v, seq, job)
@@ -239,32 +182,51 @@ class VllmServer(_ServerBase):
     def slots_used(self) -> int:
         return len(self._prefilling) + len(self._decoding)
 
+    def kv_figures(self) -> dict:
+        cap = None if self.kv_capacity == math.inf else int(self.kv_capacity)
+        return {"kv_capacity": cap, "kv_used": round(self.kv_used), "peak_kv_used": round(self.peak_kv_used),
+                "preemptions": self.preemptions}
+
+    @property
+    def kv_used(self) -> float:
+        """KV-cache tokens held now: admitted prompts plus every decoding job's output so far."""
+        return self._kv_static + len(self._decoding) * self._v - self._kv_joins
+
     def submit(self, job: Job) -> Job:
         self._attach(job)
         now = self._sync_to_now()
         if self.started_at is None:
             self.started_at = now
         job.arrival = now
+        job.kv_prompt, job.left = job.prompt_tokens, job.tokens
         self._waiting.append(job)
         self._admit(now)
         self._reschedule()
         return job
 
     def abort(self, job: Job) -> None:
-        """Drop an unfinished job (client went away), freeing its slot as vLLM does."""
+        """Drop an unfinished job (client went away), freeing its slot and cache as vLLM does."""
         if job.finish is not None:
             return
         now = self._sync_to_now()
         if job in self._waiting:
             self._waiting.remove(job)
         else:
-            self._prefilling = [e for e in self._prefilling if e[2] is not job]
-            self._decoding = [e for e in self._decoding if e[2] is not job]
-            heapq.heapify(self._prefilling)
-            heapq.heapify(self._decoding)
+            if any(e[2] is job for e in self._decoding):
+                self._leave_decoding(job)
+            elif any(e[2] is job for e in self._prefilling):
+                self._prefilling = [e for e in self._prefilling if e[2] is not job]
+                heapq.heapify(self._prefilling)
+                self._kv_static -= job.kv_prompt
         self.aborted += 1
         self._admit(now)
         self._reschedule()
+
+    def _leave_decoding(self, job: Job) -> None:
+        self._decoding = [e for e in self._decoding if e[2] is not job]
+        heapq.heapify(self._decoding)
+        self._kv_static -= job.kv_prompt
+        self._kv_joins -= job.v_join
 
     def _sync_to_now(self) -> float:
         now = max(self.clock.now(), self._t)
@@ -277,11 +239,18 @@ class VllmServer(_ServerBase):
             self._reschedule()
 
     def _admit(self, t: float) -> None:
+        # FIFO, as vLLM's scheduler: the head waits for a slot and for room for its prompt in
+        # the cache (above a watermark, so a preempted job is not readmitted into a full cache).
         while self._waiting and self.slots_used < self.capacity:
-            job = self._waiting.popleft()
-            job.admitted = t
+            job = self._waiting[0]
+            if self.slots_used and self.kv_used + job.kv_prompt > self._kv_admit_limit:
+                break
+            self._waiting.popleft()
+            if job.admitted is None:
+                job.admitted = t
             start = max(t, self._prefill_free)
-            self._prefill_free = start + job.prompt_tokens / self.prefill_tok_s
+            self._prefill_free = start + job.kv_prompt / self.prefill_tok_s
+            self._kv_static += job.kv_prompt
             self._seq += 1
             heapq.heappush(self._prefilling, (self._prefill_free, self._seq, job))
 
@@ -294,6 +263,14 @@ class VllmServer(_ServerBase):
         left = max(self._decoding[0][0] - self._v, 0.0)
         return self._t + left / self.per_seq(len(self._decoding))
 
+    def _kv_full_event(self) -> float:
+        """When the cache fills at the current decode rate (never with one sequence left: vLLM
+        cannot preempt its last running sequence, it would make no progress at all)."""
+        b = len(self._decoding)
+        if b < 2 or self.kv_capacity == math.inf:
+            return math.inf
+        return self._t + max(self.kv_capacity - self.kv_used, 0.0) / (b * self.per_seq(b))
+
     def _advance(self, t: float) -> None:
         dt = t - self._t
         if dt > 0 and self._decoding:
@@ -302,31 +279,57 @@ class VllmServer(_ServerBase):
             self.running_integral += b * dt
         self._t = max(self._t, t)
 
+    def _preempt(self) -> None:
+        """Cache full: the latest admitted decoding job gives its blocks back and waits at the
+        head of the queue; on readmission it prefills its prompt and the output so far again
+        (vLLM's recompute preemption), then decodes what it has left."""
+        _, _, job = max(self._decoding, key=lambda e: e[1])
+        done = self._v - job.v_join
+        self._leave_decoding(job)
+        job.kv_prompt += done
+        job.left -= done
+        job.preemptions += 1
+        self.preemptions += 1
+        self._waiting.appendleft(job)
+
     def _sync(self, until: float) -> None:
         """Process every event up to ``until`` in time order, then advance to ``until``."""
         while True:
             t_dec = self._decode_event()
-            t_ev = min(self._prefill_event(), t_dec)
+            t_kv = self._kv_full_event()
+            t_ev = min(self._prefill_event(), t_dec, t_kv)
             if t_ev > until:
                 break
             self._advance(t_ev)
+            self.peak_kv_used = max(self.peak_kv_used, self.kv_used)
             if t_dec <= t_ev:
                 # The job that set the event always finishes (progress despite float rounding),
                 # together with any other that reaches its length at the same instant.
-                self._finish(heapq.heappop(self._decoding)[2], t_ev)
+                self._finish_decoding(heapq.heappop(self._decoding)[2], t_ev)
                 while self._decoding and self._decoding[0][0] - self._v <= _EPS_TOKENS:
-                    self._finish(heapq.heappop(self._decoding)[2], t_ev)
+                    self._finish_decoding(heapq.heappop(self._decoding)[2], t_ev)
+            elif t_kv <= t_ev:
+                self._preempt()
             while self._prefilling and self._prefilling[0][0] <= t_ev:
                 _, seq, job = heapq.heappop(self._prefilling)
-                job.first_token = t_ev
-                _resolve(job.first_fut)
-                heapq.heappush(self._decoding, (self._v + job.tokens, seq, job))
+                if job.first_token is None:
+                    job.first_token = t_ev
+                    _resolve(job.first_fut)
+                job.v_join = self._v
+                self._kv_joins += self._v
+                heapq.heappush(self._decoding, (self._v + job.left, seq, job))
                 self.peak_running = max(self.peak_running, len(self._decoding))
             self._admit(t_ev)
         self._advance(until)
+        self.peak_kv_used = max(self.peak_kv_used, self.kv_used)
+
+    def _finish_decoding(self, job: Job, t: float) -> None:
+        self._kv_static -= job.kv_prompt
+        self._kv_joins -= job.v_join
+        self._finish(job, t)
 
     def _reschedule(self) -> None:
-        nxt = min(self._prefill_event(), self._decode_event())
+        nxt = min(self._prefill_event(), self._decode_event(), self._kv_full_event())
         if nxt == self._timer_when:
             return
         if self._timer is not None:
