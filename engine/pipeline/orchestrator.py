@@ -134,6 +134,8 @@ class Orchestrator:
 
     def _item_ended(self, item: WorkItem) -> None:
         self._changed.set()
+        if item.payload.get("outcome") != "accepted":
+            self.handlers.ended(item)
         if item.is_merge:
             return
         outcome = item.payload.get("outcome")

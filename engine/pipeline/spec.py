@@ -99,6 +99,11 @@ class SearchHandlers(Protocol):
         """An item ended without reaching the archive: release what it holds there."""
         ...
 
+    def ended(self, item: WorkItem) -> None:
+        """An item ended without reaching the archive, its row saved (payload outcome and
+        reason say how): the strategy learns of it (e.g. a failed candidate)."""
+        ...
+
     def figures(self) -> dict:
         """Kind-specific figures for the run's summary."""
         ...

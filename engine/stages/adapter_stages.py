@@ -242,7 +242,7 @@ class AdapterStages(StaleRepairMixin, ExampleKindMixin, KindHandlers):
                 raise AdapterError(f"adapter.propose_new_texts must return {{component name: text}} with {target!r}")
             reply = f"```\n{texts[target]}\n```"
         else:
-            messages = self.with_guidance(build_messages(ctx.task.description, parts, target, dataset), item)
+            messages = await self.with_guidance(build_messages(ctx.task.description, parts, target, dataset), item)
             try:
                 res = await ctx.reflection_llm.chat(messages, stage="propose", shrink=middle_out)
             except LLMError as exc:

@@ -15,7 +15,8 @@ from engine.pipeline.modes import mode_named
 from engine.pipeline.spec import Spawn, StageSpec
 from engine.pool import Artifact
 from engine.selection import merge
-from engine.stages.strategy_stages import guidance_keys, stage_specs, strategy_calls, with_guidance
+from engine.stages.strategy_stages import (KindEnv, ended, fresh_notes, guidance_keys, stage_specs, strategy_calls,
+                                           with_guidance)
 from engine.strategy.protocols import Pick, Strategy
 
 
@@ -30,6 +31,8 @@ class KindHandlers:
         self.recorder = None
         """The run's recorder (engine/pipeline/recorder.py), bound by the orchestrator."""
         self.spawn: Spawn | None = None
+        self.strategy_env = KindEnv(ctx, strategy)
+        """What the strategy's stages are given (engine/stages/strategy_stages.py)."""
 
     def bind(self, recorder, spawn: Spawn) -> None:
         self.recorder = recorder
@@ -57,14 +60,16 @@ class KindHandlers:
 
     # -- the strategy's own stages ------------------------------------------------------------
     def strategy_stages(self, when: str) -> list[StageSpec]:
-        return stage_specs(self.strategy.stages, when, self.ctx, self.child_score)
+        return stage_specs(self.strategy.stages, when, self.strategy_env, self.child_score)
 
     @property
     def strategy_calls(self) -> int:
         return strategy_calls(self.strategy.stages)
 
-    def with_guidance(self, messages: list[dict], item: WorkItem) -> list[dict]:
-        """The proposal request and the strategy stages' guidance for this item."""
+    async def with_guidance(self, messages: list[dict], item: WorkItem) -> list[dict]:
+        """The proposal request and the strategy stages' guidance for this item, stale notes
+        first put through the staleness policy."""
+        await fresh_notes(self.strategy.stages, item, self.strategy_env, self.recorder, self.child_score)
         return with_guidance(messages, item, guidance_keys(self.strategy.stages))
 
     def child_score(self, item: WorkItem) -> float | None:
@@ -87,6 +92,9 @@ class KindHandlers:
 
     def abandoned(self, item: WorkItem) -> None:
         return None
+
+    def ended(self, item: WorkItem) -> None:
+        ended(self.strategy, item)
 
     def figures(self) -> dict:
         return {}

@@ -163,7 +163,7 @@ class ProgramStages(KindHandlers):
             return None
         parent = ctx.pool.get(item.parent_id)
         ctx.bus.publish(ev.ProposalStart(item_id=item.item_id, parent_id=parent.artifact_id))
-        messages = self.with_guidance(self.messages_for(parent), item)
+        messages = await self.with_guidance(self.messages_for(parent), item)
         child, reason, errors = None, "", []
         for attempt in range(1 + s.max_patch_retries):
             try:

@@ -192,7 +192,7 @@ class PromptStages(SpeculationMixin, ChainMixin, StaleRepairMixin, ExampleKindMi
                                                            item.payload["traces"], others)
         else:
             messages = reflection.build_messages(ctx.task.description, current, item.payload["traces"], others)
-        messages = self.with_guidance(messages, item)
+        messages = await self.with_guidance(messages, item)
         reason = ""
         child = None
         try:

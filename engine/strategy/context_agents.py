@@ -8,6 +8,13 @@
 - Summarizer (after evaluation): the parent summary and the child's diff -> what is new and which
   parent traits it preserves ("summary"), so summaries chain from parent to child.
 
+Failed candidates (no score: the patch did not apply, a filter refused it, the evaluator
+crashed) reach the Navigator as "failed" transitions with their reason: the strategy's
+`item_ended` hook feeds them to `failures` (evolve_buffer.FailureLog, rebuilt on resume from the
+stored items). Guidance carries the pool version it was made from ("guidance_version"); stale
+guidance goes through the staleness policy before the proposer sees it (`revise_guidance` for
+the reflective policy, stage `navigate_revise`; guarded navigates again, without sharing).
+
 Every agent's system message starts with a marker line (the simulator recognises them by it). A
 failed call, an empty or malformed answer or only unknown exemplar ids: counted in `stats` and a
 deterministic fallback (no guidance, a fixed exemplar pick, a summary from the diff); never a crash.
@@ -24,9 +31,10 @@ from dataclasses import dataclass, field
 from typing import Mapping
 
 from engine.pool import Artifact
-from engine.strategy.evolve_buffer import (EvolveBuffer, SharedGuidance, Transition, buffer_of, diff_digest,
-                                           sample_by_category, short, summary_of)
-from engine.strategy.protocols import StageView, StrategyEnv
+from engine.strategy.evolve_buffer import (EvolveBuffer, FailureLog, SharedGuidance, Transition, buffer_of,
+                                           diff_digest, sample_by_category, short, summary_of)
+from engine.strategy.protocols import EndedItem, StageView, StrategyEnv
+from engine.strategy.revise import Change, revise_note
 
 SUMMARIZER_MARKER = "evotui-context-summarizer:"
 NAVIGATOR_MARKER = "evotui-context-navigator:"
@@ -110,9 +118,10 @@ def navigator_messages(description: str, parent_summary: str, sample: list[Trans
               "Never give step-by-step instructions or code. At most 6 short lines.")
     lines = []
     for t in sample:
+        result = (f"not scored ({t.failure})" if t.category == "failed" else
+                  f"{_score(t.child_score)} (delta {t.delta:+.4g})")
         lines.append(f"- [{t.category}] {t.parent_id} -> {t.child_id}: score {_score(t.parent_score)} -> "
-                     f"{_score(t.child_score)} (delta {t.delta:+.4g})\n  before: {t.parent_summary or '(initial)'}\n"
-                     f"  after: {t.child_summary}")
+                     f"{result}\n  before: {t.parent_summary or '(initial)'}\n  after: {t.child_summary}")
     user = (f"## Task\n{description[:DESCRIPTION_CHARS]}\n\n## Parent being improved\n"
             f"{parent_summary or '(the initial candidate, or not yet summarised)'}\n\n## Transitions\n" + "\n".join(lines))
     return [{"role": "system", "content": system}, {"role": "user", "content": user}]
@@ -196,6 +205,16 @@ class ContextAgents:
         self._made: SharedGuidance | None = None
         """The newest guidance made by this process (committed children carry it into the pool)."""
         self._lock = asyncio.Lock()
+        self.failures = FailureLog()
+        """Failed candidates (Strategy.item_ended feeds it)."""
+
+    def item_ended(self, ended: EndedItem) -> None:
+        self.failures.add(ended)
+
+    def transitions(self, buf: EvolveBuffer) -> list[Transition]:
+        """The buffer's transitions and the failed candidates, by version then id."""
+        return sorted([*buf.transitions(), *self.failures.transitions(buf)],
+                      key=lambda t: (t.created_version, t.child_id))
 
     def shared_guidance(self, buf: EvolveBuffer, version: int) -> SharedGuidance | None:
         found = [g for g in (buf.guidance, self._made) if g is not None]
@@ -207,11 +226,11 @@ class ContextAgents:
     async def navigate(self, view: StageView, env: StrategyEnv) -> Mapping[str, str]:
         async with self._lock:  # one Navigator call serves the items queued behind it
             buf = buffer_of(env.archive)
-            shared = self.shared_guidance(buf, view.pool_version)
+            shared = None if view.refresh else self.shared_guidance(buf, view.pool_version)
             if shared is not None:
                 self.stats.shared_guidance += 1
                 return {"guidance": shared.text, "guidance_version": str(shared.version)}
-            transitions = buf.transitions()
+            transitions = self.transitions(buf)
             if not transitions:
                 return {}  # nothing to learn from yet: the plain context
             s = self.settings
@@ -224,6 +243,21 @@ class ContextAgents:
                 return {}
             self._made = SharedGuidance(view.pool_version, text)
             return {"guidance": text, "guidance_version": str(view.pool_version)}
+
+    async def revise_guidance(self, view: StageView, env: StrategyEnv) -> Mapping[str, str]:
+        """Reflective repair of stale guidance: the changes since it was made (new artifacts and
+        failed candidates) -> revised guidance, or {} (dropped) when the repair fails."""
+        buf = buffer_of(env.archive)
+        failed = [Change(t.child_id, f"{t.child_id} from {t.parent_id}: failed, not scored ({t.failure})")
+                  for t in self.failures.transitions(buf) if t.created_version >= view.pool_version]
+        self.stats.calls["navigator_revise"] += 1
+        revised, now = await revise_note(view, env, key="guidance", what="guidance", stage="navigate_revise",
+                                         extra=failed)
+        if revised is None:
+            self.stats.fallbacks["navigator_revise"] += 1
+            return {}
+        self._made = SharedGuidance(now, revised[:GUIDANCE_CHARS])
+        return {"guidance": revised[:GUIDANCE_CHARS], "guidance_version": str(now)}
 
     async def sample(self, view: StageView, env: StrategyEnv) -> Mapping[str, str]:
         s = self.settings
@@ -241,7 +275,7 @@ class ContextAgents:
             self.stats.unknown_ids += unknown
             if not ids:
                 self.stats.fallbacks["sampler"] += 1
-                ids = fallback_exemplars(candidates, buf.transitions(), s.exemplars)
+                ids = fallback_exemplars(candidates, self.transitions(buf), s.exemplars)
         return {"exemplars": exemplars_note(buf, ids)}
 
     async def summarize(self, view: StageView, env: StrategyEnv) -> Mapping[str, str]:

@@ -62,9 +62,10 @@ def selector_for(selection: str, params: SearchParams) -> ParentSelector:
 def contextevolve(params: SearchParams) -> Strategy:
     settings = settings_from(params.options.get("contextevolve", {}))
     agents = ContextAgents(settings)
-    stages = (StrategyStage("navigate", "before_propose", agents.navigate, workers=settings.workers,
-                            guides=("guidance",)),
+    stages = (StrategyStage("navigate", "before_propose", agents.navigate, workers=settings.workers, calls=2,
+                            guides=("guidance",), version_key="guidance_version", revise=agents.revise_guidance),
               StrategyStage("sample", "before_propose", agents.sample, workers=settings.workers, guides=("exemplars",)),
               StrategyStage("summarize", "after_evaluate", agents.summarize, workers=settings.workers))
     return Strategy(name="contextevolve", summary=SUMMARY, selector=selector_for(settings.selection, params),
-                    context=AgentContext(), acceptance=Population(), merges=False, stages=stages)
+                    context=AgentContext(), acceptance=Population(), merges=False, stages=stages,
+                    item_ended=agents.item_ended)

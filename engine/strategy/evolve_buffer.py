@@ -7,8 +7,11 @@ the stored pool on resume, never state of its own.
 
 Failed candidates: a candidate that evaluates but scores below its parent is committed (the
 strategy admits every evaluated candidate) and is a "decline" transition here. A candidate that
-never evaluates (patch error, crash) is not in the pool, so the buffer cannot show it; the program
-proposer's own "recent failures" section still does.
+never got a score (its patch did not apply, a filter or the syntax check refused it, the
+evaluator crashed) never reaches the pool; the kind tells the strategy when such an item ends
+(Strategy.item_ended) and a `FailureLog` keeps it, as a transition labelled "failed" with the
+failure's reason. The log is rebuilt on resume from the stored item rows (the seam replays them),
+and its order is (version, item id), never arrival order, so the rebuilt log equals the live one.
 """
 
 from __future__ import annotations
@@ -19,10 +22,13 @@ from dataclasses import dataclass
 from typing import Iterable, Literal, Mapping, Sequence
 
 from engine.pool import Artifact
-from engine.strategy.protocols import Archive
+from engine.strategy.protocols import Archive, EndedItem
 
-Category = Literal["improvement", "mixed", "decline"]
-CATEGORIES: tuple[Category, ...] = ("improvement", "mixed", "decline")
+Category = Literal["improvement", "mixed", "decline", "failed"]
+CATEGORIES: tuple[Category, ...] = ("improvement", "mixed", "decline", "failed")
+CALL_FAILURES = ("LLM error", "truncated")
+"""How the kinds' failure reasons start when the proposer's call failed or was cut: no candidate
+to learn from, so such items stay out of the log."""
 
 
 def notes_of(artifact: Artifact) -> Mapping[str, str]:
@@ -66,6 +72,9 @@ class Transition:
     child_summary: str
     """The child's summary, else a digest of its diff (marked as such)."""
     created_version: int
+    failure: str = ""
+    """Why a failed candidate never got a score ("" for a scored child; then child_score is the
+    parent's, delta 0)."""
 
     @property
     def delta(self) -> float:
@@ -117,6 +126,45 @@ class EvolveBuffer:
         return out
 
 
+def is_failed_candidate(ended: EndedItem) -> bool:
+    """A proposal (not a merge) whose candidate never got a score for a reason of its own."""
+    if ended.merge or ended.outcome != "failed" or not ended.reason:
+        return False
+    return not ended.reason.startswith(CALL_FAILURES)
+
+
+class FailureLog:
+    """Failed candidates, by item id (idempotent: the live hook and the resume replay may both
+    tell the same item)."""
+
+    def __init__(self) -> None:
+        self._items: dict[str, EndedItem] = {}
+
+    def add(self, ended: EndedItem) -> None:
+        if is_failed_candidate(ended):
+            self._items[ended.item_id] = ended
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def items(self) -> list[EndedItem]:
+        return sorted(self._items.values(), key=lambda e: (e.created_version, e.item_id))
+
+    def transitions(self, buf: "EvolveBuffer") -> list[Transition]:
+        """Each failure whose parent is in the buffer, as a "failed" transition."""
+        out = []
+        for e in self.items():
+            parent = buf.get(e.parent_id)
+            if parent is None:
+                continue
+            digest = " | ".join(ln.strip() for ln in (e.diff or "").splitlines()
+                                if ln[:1] in "+-" and not ln.startswith(("+++", "---")))[:240]
+            out.append(Transition(parent.artifact_id, e.item_id, parent.val_mean, parent.val_mean, "failed",
+                                  summary_of(parent), f"(failed) {digest}".strip() if digest else "(failed, no diff)",
+                                  e.created_version, failure=e.reason[:300]))
+        return out
+
+
 def buffer_of(archive: Archive) -> EvolveBuffer:
     index = archive.index(("contextevolve", "buffer"), EvolveBuffer)
     assert isinstance(index, EvolveBuffer)
@@ -126,15 +174,17 @@ def buffer_of(archive: Archive) -> EvolveBuffer:
 def sample_by_category(transitions: Sequence[Transition], m: int, weights: Mapping[str, float],
                        rng: random.Random) -> list[Transition]:
     """m transitions, categories drawn by `weights` (renormalised over the non-empty ones), without
-    repeats; one decline is always among them when the buffer has any."""
+    repeats; one decline and one failed candidate are always among them when the buffer has any
+    (a failure has no weight of its own: after its reserved place it only fills a short sample)."""
     by_cat: dict[str, list[Transition]] = {c: [t for t in transitions if t.category == c] for c in CATEGORIES}
     picked: list[Transition] = []
-    if m > 0 and by_cat["decline"]:
-        picked.append(by_cat["decline"].pop(rng.randrange(len(by_cat["decline"]))))
+    for reserved in ("decline", "failed"):
+        if len(picked) < m and by_cat[reserved]:
+            picked.append(by_cat[reserved].pop(rng.randrange(len(by_cat[reserved]))))
     while len(picked) < m:
-        cats = [c for c in CATEGORIES if by_cat[c] and weights.get(c, 0.0) > 0]
+        cats = [c for c in CATEGORIES if by_cat[c] and weights.get(c, 0.0) > 0 and c != "failed"]
         if not cats:
-            # Zero-weight categories still fill the sample rather than leaving it short.
+            # Zero-weight categories (and failures) still fill the sample rather than leaving it short.
             cats = [c for c in CATEGORIES if by_cat[c]]
             if not cats:
                 break

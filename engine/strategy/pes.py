@@ -17,9 +17,10 @@ A failed call or a malformed answer (empty, only code, too short) is never adopt
 gets a `plan_fallback` / `summary_fallback` note instead (counted by `evotui show`) and the cycle
 goes on as the kind's plain proposal, as LoongFlow's executor falls back.
 
-The plan is made against the item's pool version; the propose stage's staleness check comes
-after it in the pipeline, so a plan made against an older pool goes through the staleness policy
-with its proposal.
+A plan carries the pool version it was made from (`plan_version`). Right before the proposer
+sees it, its gap to the current pool goes through the run's staleness policy
+(engine/stages/strategy_stages.py): full uses it, guarded drops it and plans again, reflective
+revises it with what changed in the pool since (revise.py, stage `plan_revise`).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from typing import Mapping
 
 from engine.pool import Artifact, PoolError
 from engine.strategy.protocols import StageView, StrategyEnv, StrategyStage
+from engine.strategy.revise import revise_note
 
 PLANNER_MARKER = "evotui-pes-planner:"
 SUMMARIZER_MARKER = "evotui-pes-summarizer:"
@@ -161,14 +163,25 @@ def parse_note(reply: str | None, label: str) -> tuple[str | None, str]:
 
 def pes_stages(depth: int = 4, planner_workers: int = 4, summarizer_workers: int = 4) -> tuple[StrategyStage, ...]:
     async def plan(view: StageView, env: StrategyEnv) -> dict[str, str]:
+        made = env.archive.version
         reply = await env.ask(planner_messages(view, env.description, lineage(view, env, depth)), "plan")
         note, why = parse_note(reply, "plan")
-        return {"plan": note} if note is not None else {"plan_fallback": f"no plan ({why}); plain proposal"}
+        if note is None:
+            return {"plan_fallback": f"no plan ({why}); plain proposal"}
+        return {"plan": note, "plan_version": str(made)}
+
+    async def revise(view: StageView, env: StrategyEnv) -> dict[str, str]:
+        revised, now = await revise_note(view, env, key="plan", what="plan", stage="plan_revise")
+        if revised is None:
+            return {}
+        note, why = parse_note(revised, "plan")
+        return {"plan": note, "plan_version": str(now)} if note is not None else {}
 
     async def summarize(view: StageView, env: StrategyEnv) -> dict[str, str]:
         reply = await env.ask(summarizer_messages(view, env.description), "summarize")
         note, why = parse_note(reply, "summary")
         return {"summary": note} if note is not None else {"summary_fallback": f"no summary ({why})"}
 
-    return (StrategyStage("plan", "before_propose", plan, workers=planner_workers, guides=("plan",)),
+    return (StrategyStage("plan", "before_propose", plan, workers=planner_workers, calls=2, guides=("plan",),
+                          version_key="plan_version", revise=revise),
             StrategyStage("summarize", "after_evaluate", summarize, workers=summarizer_workers))

@@ -15,7 +15,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Awaitable, Callable, Hashable, Iterable, Literal, Mapping, Protocol, Sequence, TypeVar
 
-from engine.pool import Artifact
+from engine.pool import Artifact, PoolChange
 
 IndexT = TypeVar("IndexT")
 
@@ -36,6 +36,10 @@ class Archive(Protocol):
     def best(self) -> Artifact | None: ...
 
     def index(self, key: Hashable, build) -> object: ...
+
+    def changes_since(self, version: int) -> list[PoolChange]:
+        """The pool changes after `version`, oldest first (what a stale note's repair reads)."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -100,6 +104,28 @@ class StageView:
     """After evaluation: the candidate's text."""
     child_score: float | None = None
     """After evaluation: the candidate's score (a prompt's validation mean)."""
+    refresh: bool = False
+    """The stage's earlier note on this item went stale and was dropped (guarded policy): make a
+    new one against the current pool, never reuse a shared one."""
+
+
+@dataclass(frozen=True)
+class EndedItem:
+    """A work item that ended without reaching the archive (engine/strategy/protocols.py:
+    Strategy.item_ended), as the kind saw it and as its stored row keeps it, so that a resumed
+    run tells the strategy the same facts (engine/stages/strategy_stages.py replays the rows)."""
+
+    item_id: str
+    parent_id: str
+    created_version: int
+    outcome: str
+    """failed (no usable candidate, or it did not evaluate), error, rejected, discarded_*, ..."""
+    reason: str
+    merge: bool = False
+    child: str | None = None
+    """The candidate's text, if the item got that far."""
+    diff: str | None = None
+    notes: Mapping[str, str] = field(default_factory=dict)
 
 
 class StrategyEnv(Protocol):
@@ -132,6 +158,15 @@ class StrategyStage:
     guides: tuple[str, ...] = ()
     """The note keys of this stage the proposer is shown; the rest (fallback reasons, versions,
     what only later stages or the archive read) is kept in meta["notes"] only."""
+    version_key: str = ""
+    """The note key holding the pool version this stage's guiding notes were made from. Before
+    the proposer sees them they go through the run's staleness policy (strategy_stages.py):
+    full uses them as they are, guarded drops them and runs the stage again, reflective calls
+    `revise` (or runs the stage again when there is none). "": never checked."""
+    revise: Callable[[StageView, StrategyEnv], Awaitable[Mapping[str, str]]] | None = None
+    """Reflective repair of stale notes: the view carries the stale notes and, as pool_version,
+    the version they were made from; the archive's changes_since tells what changed since. It
+    returns the revised notes (with a new version), or {} to drop them (a failed repair)."""
 
 
 @dataclass(frozen=True)
@@ -162,6 +197,10 @@ class Strategy:
     combined by a three-way merge; enabled per run by [pipeline] merge)."""
     stages: tuple[StrategyStage, ...] = ()
     """LLM stages of the strategy's proposal operator, in order (none: the kind's mutation)."""
+    item_ended: Callable[[EndedItem], None] | None = None
+    """Told of every item that ends without reaching the archive (failed candidates, discarded
+    stale items, ...), live and, on resume, once more for each stored one: it must be idempotent
+    per item_id and derive nothing from the order in which it is told."""
 
     def describe(self) -> Iterable[str]:
         yield f"selection: {self.selector.name}"

@@ -89,7 +89,9 @@ async def test_the_stages_fall_back_on_a_malformed_answer_and_summarize_intent_a
     assert (plan_stage.name, plan_stage.when, summary_stage.when) == ("plan", "before_propose", "after_evaluate")
     env = Env(pool, ["", "PLAN: raise x by a tenth", None, "SUMMARY: raising x helped, continue"])
     assert await plan_stage.run(_view(pool, "a2"), env) == {"plan_fallback": "no plan (empty answer); plain proposal"}
-    assert await plan_stage.run(_view(pool, "a2"), env) == {"plan": "raise x by a tenth"}
+    # The plan carries the pool version it was made from (its staleness is judged by it).
+    assert await plan_stage.run(_view(pool, "a2"), env) == {"plan": "raise x by a tenth",
+                                                             "plan_version": str(pool.version)}
     done = _view(pool, "a2", notes={"plan": "raise x by a tenth"}, child="x = 2.75\n", child_score=0.5)
     assert await summary_stage.run(done, env) == {"summary_fallback": "no summary (the call failed)"}
     assert await summary_stage.run(done, env) == {"summary": "raising x helped, continue"}
@@ -119,8 +121,9 @@ async def test_the_plan_runs_before_the_staleness_checked_propose_and_reaches_th
     result = await harness.run_to_end(run, timeout=10)
     assert result.status == "completed"
     children = [a for a in run.ctx.pool.artifacts() if a.status != "seed"]
-    assert children and all(dict(a.meta["notes"]) == {"plan": "name the keyword explicitly",
-                                                      "summary": "naming the keyword helped"} for a in children)
+    assert children and all({k: v for k, v in dict(a.meta["notes"]).items() if k != "plan_version"}
+                            == {"plan": "name the keyword explicitly", "summary": "naming the keyword helped"}
+                            and dict(a.meta["notes"])["plan_version"].isdigit() for a in children)
 
 
 def _ask(system: str, user: str, stage: str) -> str:
