@@ -35,7 +35,7 @@ class EvoApp(App):
     MODES = {"dashboard": DashboardScreen, "review": ReviewScreen, "lineage": LineageScreen}
     DEFAULT_MODE = "dashboard"
     HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (120, "-wide")]
-    VERTICAL_BREAKPOINTS = [(0, "-short"), (36, "-tall")]
+    VERTICAL_BREAKPOINTS = [(0, "-short"), (36, "-tall"), (46, "-huge")]
 
     def __init__(self, backend: Backend, *, settings: UISettings | None = None,
                  engine: Callable[[], Awaitable[Any]] | None = None, notices: Iterable[str] = (),

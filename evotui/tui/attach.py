@@ -13,11 +13,13 @@ import time
 from pathlib import Path
 from typing import Any
 
+from engine.history import SnapshotFeed
+from engine.history_db import HistoryReader, open_reader
 from engine.pipeline.review import PendingReview
 from engine.snapshot import EngineSnapshot, StoredRun, build_snapshot
 from engine.store.store import Store, StoreError
 from evotui.control import ControlClient, ControlError, snapshot_from_dict, socket_path
-from evotui.tui.backend import ArtifactView, Backend, BackendError, Frame, LLMStat, _Histories, provenance
+from evotui.tui.backend import ArtifactView, Backend, BackendError, Frame, LLMStat, _Histories, provenance, rounded
 
 POLL_S = 1.0
 
@@ -42,6 +44,8 @@ class AttachBackend(Backend):
         self._pending: list[PendingReview] = []
         self._lines: list[str] = []
         self._task: asyncio.Task | None = None
+        self.reader: HistoryReader | None = None
+        self.feed: SnapshotFeed | None = None
         self.problem = ""
 
     @property
@@ -67,6 +71,9 @@ class AttachBackend(Backend):
             await self.close()
             known = ", ".join(r["run_id"] for r in runs[:5]) or "none"
             raise AttachError(f"no run {self.run_id!r} in {self.db_path} (runs: {known}); list them with `evotui runs --db {self.db_path}`")
+        self.reader = await open_reader(self.db_path, self.run_id)
+        if self.reader is not None:
+            self.feed = SnapshotFeed(self.reader.history)
         client = ControlClient(socket_path(self.db_path, self.run_id))
         if await client.connect():
             self.client = client
@@ -104,7 +111,7 @@ class AttachBackend(Backend):
         for a in arts:
             if a["artifact_id"] not in known and self._artifacts:
                 self._lines.append(f"{time.strftime('%H:%M:%S', time.localtime(a['created_at']))} candidate_accepted "
-                                   f"artifact_id={a['artifact_id']} val_mean={a['val_mean']}")
+                                   f"artifact_id={a['artifact_id']} val_mean={rounded(a['val_mean'])}")
         self._artifact_rows, self._pool_events = arts, events
         self._artifacts = [
             ArtifactView(a["artifact_id"], (a["parent_ids"] or [None])[0], a["created_version"], a["status"],
@@ -113,6 +120,8 @@ class AttachBackend(Backend):
                                     notes.get(str((a["meta"] or {}).get("item_id", "")), "")))
             for a in arts
         ]
+        if self.reader is not None:
+            await self.reader.more(calls_only=True)
         if self.can_control:
             assert self.client is not None
             try:
@@ -133,8 +142,11 @@ class AttachBackend(Backend):
             return None
         snap = self._live or self._db_snapshot()
         scores = [a.score for a in self._artifacts if a.score is not None]
-        self._hist.add(snap, sum(scores) / len(scores) if scores else None,
-                       finished=str(self._row.get("status", "")) != "running")
+        mean = sum(scores) / len(scores) if scores else None
+        idle = str(self._row.get("status", "")) != "running"
+        self._hist.add(snap, mean, finished=idle)
+        if self.feed is not None:
+            self.feed.observe(snap, mean, idle=idle or snap.state == "paused")
         config = self._row.get("config") or {}
         scale = float((config.get("sim") or {}).get("time_scale", 1.0)) if snap.simulated else 1.0
         llm = tuple(LLMStat(s.endpoint, s.in_flight, s.calls, s.errors, s.retries, None, None,
@@ -143,7 +155,14 @@ class AttachBackend(Backend):
         status = str(self._row.get("status", ""))
         return Frame(snap=snap, llm=llm, score_history=tuple(self._hist.scores), depth_history=self._hist.depth_map(),
                      decisions=tuple(self._hist.decisions), time_scale=scale, source=self.source,
-                     can_control=self.can_control, finished="" if status == "running" else status)
+                     can_control=self.can_control, finished="" if status == "running" else status,
+                     **self._history_fields())
+
+    def _history_fields(self) -> dict[str, Any]:
+        if self.feed is None:
+            return {}
+        h = self.feed.history
+        return {"history": h, "history_rev": h.revision, "history_now": round(self.feed.now, 1)}
 
     def poll(self) -> list[str]:
         lines, self._lines = self._lines, []
@@ -174,6 +193,9 @@ class AttachBackend(Backend):
             await asyncio.gather(self._task, return_exceptions=True)
         if self.client is not None:
             await self.client.close()
+        if self.reader is not None:
+            await self.reader.conn.close()
+            self.reader = None
         if self.store is not None:
             await self.store.close()
             self.store = None

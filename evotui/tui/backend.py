@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from engine.events import Event
+from engine.history import RunHistory, SnapshotFeed
+from engine.history_db import load_history
 from evotui.control import ControlError, apply_command
 from engine.pipeline.review import PendingReview, ReviewError
 from engine.snapshot import EngineSnapshot
@@ -106,6 +108,11 @@ class Frame:
     source: str
     can_control: bool
     finished: str = ""
+    history: RunHistory | None = field(default=None, compare=False)
+    """The plots' data; frames compare by `history_rev` and `history_now` instead."""
+    history_rev: int = -1
+    history_now: float = 0.0
+    """Run time (s) where the plots' time axes end (held while paused or finished)."""
 
     @property
     def sim_minutes(self) -> float:
@@ -138,8 +145,20 @@ def event_line(event: Event) -> str | None:
     stamp = time.strftime("%H:%M:%S", time.localtime(d.pop("t")))
     kind = d.pop("event")
     d.pop("minibatch", None)
-    detail = " ".join(f"{k}={v}" for k, v in d.items() if v not in ("", None))
+    best = d.pop("best", None) if kind == "candidate_accepted" else None
+    detail = " ".join(f"{k}={rounded(v)}" for k, v in d.items() if v not in ("", None))
+    if best is not None:
+        # Accepted means "joined the population" (for program tasks every candidate that
+        # evaluates does); only some of those beat every earlier artifact.
+        detail += " · NEW BEST" if best else " · joined the population, not a new best"
     return f"{stamp} {kind} {detail}"
+
+
+def rounded(value: Any) -> Any:
+    """Floats to 3 decimals (1,234 above a thousand) for the log; anything else as it is."""
+    if isinstance(value, float):
+        return f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.3f}"
+    return value
 
 
 def decision_line(event: Event) -> str | None:
@@ -220,10 +239,16 @@ class LiveBackend(Backend):
         self._parents: dict[str, str] = {}
         self._staleness: dict[str, list[str]] = {}
         self._mean_cache: tuple[int, float | None] = (-1, None)
+        cfg = run.ctx.config
+        self.history = RunHistory(start=time.time(), time_scale=cfg.sim.time_scale if cfg.uses_sim else 1.0,
+                                  simulated=cfg.uses_sim)
+        self.feed = SnapshotFeed(self.history)
         sink = run.ctx.call_sink
         forward = sink.target
 
         def record(rec) -> None:
+            self.history.add_call(time.time() - self.history.start, rec.latency_s,
+                                  rec.prompt_tokens + rec.completion_tokens)
             self._latency.setdefault(rec.endpoint, deque(maxlen=500)).append(rec.latency_s)
             tok = self._tokens.setdefault(rec.endpoint, [0, 0])
             tok[0] += rec.prompt_tokens
@@ -238,9 +263,20 @@ class LiveBackend(Backend):
             self._mean_cache = (version, sum(a.val_mean for a in arts) / len(arts) if arts else None)
         return self._mean_cache[1]
 
+    async def start(self) -> None:
+        """Load the run's stored history (a resumed run's plots start where it left off). Call
+        before the engine starts, so no call is both stored and recorded here."""
+        stored = await load_history(self.run.db_path, self.run.ctx.run_id)
+        if stored is not None:
+            stored.time_scale, stored.simulated = self.history.time_scale, self.history.simulated
+            self.history = stored
+            self.feed = SnapshotFeed(stored)
+
     def frame(self) -> Frame:
         snap = self.run.snapshot()
-        self._hist.add(snap, self._mean(snap.pool_version), bool(self.finished))
+        mean = self._mean(snap.pool_version)
+        self._hist.add(snap, mean, bool(self.finished))
+        self.feed.observe(snap, mean, idle=bool(self.finished) or snap.state == "paused")
         llm = []
         for s in snap.llm:
             lat = list(self._latency.get(s.endpoint, ()))
@@ -251,7 +287,8 @@ class LiveBackend(Backend):
         return Frame(snap=snap, llm=tuple(llm), score_history=tuple(self._hist.scores),
                      depth_history=self._hist.depth_map(), decisions=tuple(self._hist.decisions),
                      time_scale=cfg.sim.time_scale if cfg.uses_sim else 1.0, source=self.source,
-                     can_control=True, finished=self.finished)
+                     can_control=True, finished=self.finished, history=self.history,
+                     history_rev=self.history.revision, history_now=round(self.feed.now, 1))
 
     def poll(self) -> list[str]:
         lines = []

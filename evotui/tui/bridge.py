@@ -100,7 +100,7 @@ class Sampler:
         apply = getattr(screen, "apply", None)
         if apply is None:
             return
-        key = (frame, self._seq, self.app.selected_stage, id(screen))
+        key = (frame, self._seq, self.app.selected_stage, id(screen), self.app.size)
         if key == self._last_key:
             return
         with self.app.batch_update():

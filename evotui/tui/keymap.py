@@ -29,6 +29,15 @@ APP_BINDINGS = [
     Binding("f1", "toggle_help", "Help", id="help", tooltip="Show or hide the key help panel"),
 ]
 
+DASHBOARD_BINDINGS = [
+    Binding("right_square_bracket", "switch_panel(1)", "Panel", id="dash.next_panel", key_display="]",
+            tooltip="Next dashboard panel (tab)"),
+    Binding("left_square_bracket", "switch_panel(-1)", "Panel", id="dash.previous_panel", key_display="[",
+            show=False, tooltip="Previous dashboard panel (tab)"),
+    Binding("end", "follow_log", "Follow log", id="log.follow", show=False,
+            tooltip="Scroll the event log to its end and follow new lines"),
+]
+
 REVIEW_BINDINGS = [
     Binding("a", "approve", "Approve", id="review.approve", tooltip="Approve the selected proposal"),
     Binding("r", "reject", "Reject", id="review.reject", tooltip="Reject, with an optional reason"),
@@ -65,5 +74,5 @@ CONFIRM_BINDINGS = [
 
 
 def binding_ids() -> list[str]:
-    groups = (APP_BINDINGS, REVIEW_BINDINGS, LINEAGE_BINDINGS, DIFF_BINDINGS, DIFF_NAV_BINDINGS, CONFIRM_BINDINGS)
+    groups = (APP_BINDINGS, DASHBOARD_BINDINGS, REVIEW_BINDINGS, LINEAGE_BINDINGS, DIFF_BINDINGS, DIFF_NAV_BINDINGS, CONFIRM_BINDINGS)
     return [b.id for group in groups for b in group if b.id]

@@ -76,7 +76,9 @@ async def _run_live(args: argparse.Namespace, settings: UISettings) -> int:
         return exc.exit_code
     control = ControlServer(run, socket_path(run.db_path, run.ctx.run_id))
     notices = [] if await control.start() else [control.problem]
-    app = _make_app(LiveBackend(run), settings, args, notices, engine=run.run)
+    backend = LiveBackend(run)
+    await backend.start()
+    app = _make_app(backend, settings, args, notices, engine=run.run)
     term = Terminal(sys.stderr)
     loop = asyncio.get_running_loop()
 

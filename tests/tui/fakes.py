@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from types import MappingProxyType
 
+from engine.history import RunHistory
 from engine.pipeline.review import PendingReview
 from engine.snapshot import EngineSnapshot, LLMSnapshot, StageSnapshot
 from evotui.tui.app import EvoApp
@@ -36,12 +37,27 @@ def frozen_snapshot() -> EngineSnapshot:
     )
 
 
+def frozen_history() -> RunHistory:
+    """Ten simulated minutes of a run (1.5 wall seconds at x400), built from fixed formulas."""
+    h = RunHistory(start=0.0, time_scale=400.0, simulated=True)
+    for i in range(30):
+        t = i * 0.05
+        h.add_scores(t, 0.032 + 0.5 * min(i, 12) / 12, 0.03 + 0.3 * min(i, 20) / 20)
+        h.add_proposals(t, 1 + i % 3)
+        h.add_depths(t, {"rollout": i % 5, "propose": min(16, i), "evaluate": (i * 3) % 7, "update": i % 2})
+        for k in range(20):
+            h.add_call(t + k * 0.002, 0.01 + 0.002 * ((i + k) % 9), 900 + 10 * k)
+    h.set_gaps({0: 40, 1: 12, 2: 5, 3: 1})
+    return h
+
+
 class FrozenBackend(Backend):
     source = "frozen"
     can_control = False
 
     def __init__(self) -> None:
         self.snap = frozen_snapshot()
+        self.history = frozen_history()
         self._polled = False
 
     def frame(self) -> Frame:
@@ -53,7 +69,8 @@ class FrozenBackend(Backend):
             llm=(LLMStat("task", 12, 610, 2, 3, 0.84, 2.91, 52000, 700000), LLMStat("reflection", 2, 23, 0, 0, 4.2, 9.8, 6000, 60000)),
             score_history=scores, depth_history=depth,
             decisions=("i000031 propose gap 3 -> discard", "i000029 review@evaluate -> approve"),
-            time_scale=400.0, source=self.source, can_control=False)
+            time_scale=400.0, source=self.source, can_control=False, history=self.history,
+            history_rev=self.history.revision, history_now=1.5)
 
     def poll(self) -> list[str]:
         if self._polled:

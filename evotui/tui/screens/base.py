@@ -54,7 +54,7 @@ class EvoScreen(Screen):
         bar = self.status_bar
         if not self.ready or bar is None or not bar.is_attached:
             return False  # not composed yet, or being torn down (e.g. while the editor suspends the app)
-        bar.show(frame, app.selected_stage)
+        bar.show(frame, app.selected_stage, app.size.width)
         self.refresh_body(frame, app)
         return True
 

@@ -9,10 +9,8 @@ for a repaint without a layout pass.
 
 from __future__ import annotations
 
-from textual.app import ComposeResult
-from textual.containers import Vertical
 from textual.markup import escape
-from textual.widgets import Sparkline, Static
+from textual.widgets import Static
 
 from evotui.tui.backend import Frame
 
@@ -153,47 +151,26 @@ def budget_line(snap) -> str:
     return "no budget limit"
 
 
-class ScoresPanel(Vertical):
-    """Best and mean validation score over time (two sparklines) and rates."""
+class ScoresPanel(Panel):
+    """Best score, rates and acceptance in figures; the plots are on the Scores tab."""
 
-    def __init__(self, *args, **kwargs) -> None:
-        super().__init__(*args, **kwargs)
-        self._history: tuple | None = None
-        self.text_widget = QuietStatic(id="scores-text")
-        self.spark_best = Sparkline((), id="spark-best")
-        self.spark_mean = Sparkline((), id="spark-mean")
+    TITLE = "Scores"
 
-    def compose(self) -> ComposeResult:
-        yield self.text_widget
-        yield Static("best", classes="spark-label")
-        yield self.spark_best
-        yield Static("mean", classes="spark-label")
-        yield self.spark_mean
-
-    def on_mount(self) -> None:
-        self.border_title = "Scores"
-
-    def show(self, frame: Frame, **ctx) -> None:
+    def text(self, frame: Frame, **ctx) -> str:
         snap = frame.snap
         acc = frame.acceptance
         rate_basis = "sim-min" if snap.simulated else "min"
-        self.text_widget.show_markup(
+        return (
             f"best [b]{fmt(snap.best_score)}[/] ({escape(snap.best_id or '-')}) · seed {fmt(snap.seed_score)}\n"
-            f"{frame.proposals_per_min:.2f} prop/{rate_basis} · accept {fmt(acc and acc * 100, '.0f')}%"
-            f" ({snap.accepted}/{snap.rejected}/{snap.failed} acc/rej/fail)\n"
-            f"[$text-muted]v{snap.pool_version} · stale gaps {sum(v for k, v in snap.gap_histogram.items() if k)}"
-            f" · discarded {snap.discarded_stale} · {budget_line(snap)}[/]")
-        hist = frame.score_history
-        if hist != self._history:  # the sparklines repaint only when a sample was added
-            self._history = hist
-            self.spark_best.data = tuple(float(b) for b, _ in hist)
-            self.spark_mean.data = tuple(float(m) for _, m in hist)
+            f"{frame.proposals_per_min:.2f} prop/{rate_basis} · accept {fmt(acc and acc * 100, '.0f')}%\n"
+            f"{snap.accepted} acc · {snap.rejected} rej · {snap.failed} fail · {snap.discarded_stale} stale\n"
+            f"[$text-muted]v{snap.pool_version} · {budget_line(snap)}[/]")
 
 
 class StatusBar(QuietStatic):
     """One line on every screen: run state (in words), simulated banner, source, pending reviews."""
 
-    def show(self, frame: Frame | None, selected: str = "") -> None:
+    def show(self, frame: Frame | None, selected: str = "", width: int = 160) -> None:
         if frame is None:
             self.show_markup("[$text-muted]waiting for the run...[/]")
             return
@@ -203,7 +180,16 @@ class StatusBar(QuietStatic):
         sim = f" [$evo-banner b]SIMULATED x{frame.time_scale:g}[/]" if snap.simulated else ""
         gates = "+".join(g for g, on in snap.review_gates.items() if on) or "off"
         ro = "" if frame.can_control else " [$error]READ-ONLY[/]"
+        spec = "on" if snap.speculation else "off"
+        if width < 150:  # one line below 150 columns: the same facts, shorter
+            sim = f" [$evo-banner b]SIM x{frame.time_scale:g}[/]" if snap.simulated else ""
+            ro = "" if frame.can_control else " [$error]RO[/]"
+            self.show_markup(
+                f"[{style} b]■ {state}[/]{sim}{ro} {snap.elapsed_s:,.0f}s v{snap.pool_version} "
+                f"best {fmt(snap.best_score)} · spec {spec} · review {snap.review_pending} ({gates}) · "
+                f"stage {selected or '-'} · {escape(snap.run_id)}")
+            return
         self.show_markup(
             f"[{style} b]■ {state}[/]{sim} {escape(snap.run_id)} · {escape(frame.source)}{ro} · "
-            f"{snap.elapsed_s:,.0f}s · v{snap.pool_version} · best {fmt(snap.best_score)} · "
+            f"{snap.elapsed_s:,.0f}s · v{snap.pool_version} · best {fmt(snap.best_score)} · spec {spec} · "
             f"review {snap.review_pending} waiting (gates {gates}) · stage {selected or '-'}")

@@ -1,0 +1,118 @@
+"""Plots of the run's history (engine/history.py) with axes, labels and legends, drawn by
+textual-plotext. Line colours are read from the app theme's variables, so they follow theme
+switches and stay legible on light and dark themes.
+
+A plot redraws only when it is shown and its data moved on (the history's revision or the end of
+the time axis); a plot in a hidden panel remembers that it is stale and redraws when shown.
+"""
+
+from __future__ import annotations
+
+from textual.color import Color
+from textual_plotext import PlotextPlot
+
+from engine.history import Line, RunHistory, depth_lines, latency_lines, rate_line, score_lines
+
+BUCKETS = 24
+"""Windows the rate and latency plots divide the run into."""
+PALETTE = ("primary", "accent", "success", "warning", "secondary", "error")
+"""Theme variables the lines take their colours from, in legend order."""
+
+
+class HistoryPlot(PlotextPlot):
+    """One plot of a RunHistory; `kind` picks which (see TITLES)."""
+
+    TITLES = {
+        "scores": "Best and mean score",
+        "rate": "Proposals per minute",
+        "depth": "Queue depth per stage",
+        "gaps": "Version gap histogram",
+        "calls": "LLM calls and tokens per minute",
+        "latency": "LLM latency percentiles",
+    }
+
+    redraws = 0
+    """How many times the figure was rebuilt (tests assert on it)."""
+
+    def __init__(self, kind: str, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.kind = kind
+        self._data: tuple[RunHistory | None, int, float] = (None, -1, 0.0)
+        self._drawn: tuple[int, float] | None = None
+        self.visible_in_pane = False
+
+    def on_mount(self) -> None:
+        super().on_mount()
+        self.border_title = self.TITLES[self.kind]
+        self.app.theme_changed_signal.subscribe(self, lambda _theme: self._redraw(force=True))
+
+    def on_resize(self) -> None:
+        self._redraw()
+
+    def show(self, history: RunHistory | None, revision: int, now: float) -> None:
+        """Take the latest data; draws if it is shown and changed."""
+        self._data = (history, revision, round(now, 1))
+        self._redraw()
+
+    def set_shown(self, shown: bool) -> None:
+        self.visible_in_pane = shown
+        self._redraw()
+
+    def _redraw(self, force: bool = False) -> None:
+        history, revision, now = self._data
+        key = (revision, now)
+        if not self.visible_in_pane or self.size.area == 0 or (key == self._drawn and not force):
+            return  # hidden (another tab, or folded away at this terminal size) or unchanged
+        self._drawn = key
+        self.redraws += 1
+        plt = self.plt
+        plt.clear_figure()
+        if history is None:
+            plt.title("no history yet")
+        else:
+            self._draw(history, now)
+        self.refresh()
+
+    def _colour(self, i: int) -> tuple[int, int, int]:
+        value = self.app.theme_variables.get(PALETTE[i % len(PALETTE)], "")
+        return Color.parse(value).rgb if value else (128, 128, 128)
+
+    def _lines(self, lines: list[Line], ylabel: str, xlabel: str) -> None:
+        plt = self.plt
+        drawn = False
+        for i, line in enumerate(lines):
+            if line.x:
+                plt.plot(list(line.x), list(line.y), label=line.label, color=self._colour(i), marker="braille")
+                drawn = True
+        if not drawn:
+            plt.title("nothing yet")
+        plt.xlabel(xlabel)
+        plt.ylabel(ylabel)
+
+    def _draw(self, h: RunHistory, now: float) -> None:
+        unit = h.time_label
+        if self.kind == "scores":
+            self._lines(score_lines(h, now), "score", unit)
+        elif self.kind == "rate":
+            self._lines([rate_line(h, h.proposals, now, BUCKETS, f"proposals/{unit}")], f"per {unit}", unit)
+        elif self.kind == "depth":
+            self._lines(depth_lines(h, now), "items waiting", unit)
+        elif self.kind == "calls":
+            calls = rate_line(h, (c[0] for c in h.calls), now, BUCKETS, f"calls/{unit}")
+            tokens = rate_line(h, (c[0] for c in h.calls), now, BUCKETS, f"k tokens/{unit}",
+                               weights=[c[2] / 1000 for c in h.calls])
+            self._lines([calls, tokens], f"per {unit}", unit)
+        elif self.kind == "latency":
+            self._lines(latency_lines(h, now, BUCKETS), "sim s" if h.simulated else "seconds", unit)
+        else:
+            self._gaps(h)
+
+    def _gaps(self, h: RunHistory) -> None:
+        plt = self.plt
+        if not h.gaps:
+            plt.title("no staleness checks yet")
+            return
+        gaps = sorted(h.gaps)
+        plt.bar([str(g) for g in gaps], [h.gaps[g] for g in gaps], color=self._colour(1), width=0.6)
+        plt.xlabel("version gap (pool versions behind)")
+        plt.ylabel("items")
