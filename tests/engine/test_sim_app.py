@@ -22,7 +22,10 @@ BASE = "http://sim/v1"
 
 
 def fixed(median: int) -> dict[str, LengthDist]:
-    return {"default": LengthDist(median=median, sigma=0, max=100_000)}
+    """Every request this long (a request without a stage header gets the lengths of the stage
+    its content implies: a plain question is a rollout)."""
+    one = LengthDist(median=median, sigma=0, max=100_000)
+    return {"default": one, "rollout": one}
 
 
 def chat(content: str, system: str | None = None, **extra) -> dict:
@@ -228,3 +231,14 @@ async def test_under_uvicorn_on_loopback() -> None:
         server.should_exit = True
         await serving
         sock.close()
+
+
+def test_a_request_without_a_stage_header_gets_the_lengths_its_content_implies() -> None:
+    from engine.llm.sim.answer import length_stage
+
+    question = [{"role": "system", "content": "Answer briefly."}, {"role": "user", "content": "What is 2+2?"}]
+    reflection = [{"role": "user", "content": "I gave an assistant these instructions:\n```\nBe brief.\n```\n"
+                                              "# Example 1\n## Inputs\nx\n## Generated Outputs\ny\n## Feedback\nwrong order"}]
+    assert length_stage(question, "default") == "rollout"
+    assert length_stage(reflection, "default") == "propose"
+    assert length_stage(question, "evaluate") == "evaluate"  # a header always wins

@@ -17,7 +17,7 @@ from engine.llm.sim import context_agents
 from engine.llm.sim.feedback import has_feedback
 from engine.llm.sim.plugins import Kind, SimBehaviour, SimRequest, message_text
 
-__all__ = ["answer", "message_text", "read_request", "truncate"]
+__all__ = ["answer", "length_stage", "message_text", "read_request", "truncate"]
 
 _FENCE = re.compile(r"```([^\n]*)\n(.*?)```", re.S)
 _GENERIC_NOTES = (
@@ -61,6 +61,18 @@ def read_request(messages: list[dict], stage: str) -> SimRequest:
     else:
         kind = "task"
     return SimRequest(messages=messages, stage=stage, kind=kind, system=system, user=user)
+
+
+_LENGTHS_OF_KIND = {"patch": "propose", "propose": "propose", "judge": "reflect", "task": "rollout"}
+
+
+def length_stage(messages: list[dict], stage: str) -> str:
+    """Whose output lengths a request gets: its stage header's, or, without one (a peer's
+    unchanged client), those of the stage its content implies, so a proposal is as long
+    whoever asks for it."""
+    if stage != "default":
+        return stage
+    return _LENGTHS_OF_KIND[read_request(messages, stage).kind]
 
 
 def _generic(req: SimRequest, rng: random.Random) -> str:

@@ -20,7 +20,7 @@ from typing import Any, Awaitable, Callable, Sequence
 import httpx
 
 from engine.config import SimConfig
-from engine.llm.sim.answer import answer, truncate
+from engine.llm.sim.answer import answer, length_stage, truncate
 from engine.llm.sim.plugins import SimBehaviour, message_text
 from engine.llm.sim.clock import Clock, RealClock
 from engine.llm.sim.serving import Job, LengthSampler, Rejected, make_server
@@ -233,7 +233,7 @@ class SimApp:
         stage = headers.get(STAGE_HEADER, b"default").decode("latin-1").strip() or "default"
         messages = req["messages"]
         prompt_tokens = max(1, math.ceil(sum(len(message_text(m.get("content"))) for m in messages) / 4))
-        tokens, finish_reason = st.sampler.sample(stage), "stop"
+        tokens, finish_reason = st.sampler.sample(length_stage(messages, stage)), "stop"
         limit = req.get("max_completion_tokens", req.get("max_tokens"))
         if limit is not None and tokens > limit:
             tokens, finish_reason = limit, "length"
