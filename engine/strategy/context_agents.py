@@ -247,6 +247,10 @@ class ContextAgents:
     async def revise_guidance(self, view: StageView, env: StrategyEnv) -> Mapping[str, str]:
         """Reflective repair of stale guidance: the changes since it was made (new artifacts and
         failed candidates) -> revised guidance, or {} (dropped) when the repair fails."""
+        made = self._made
+        if made is not None and made.version >= env.archive.version:  # already made or revised at this version
+            self.stats.shared_guidance += 1
+            return {"guidance": made.text, "guidance_version": str(made.version)}
         buf = buffer_of(env.archive)
         failed = [Change(t.child_id, f"{t.child_id} from {t.parent_id}: failed, not scored ({t.failure})")
                   for t in self.failures.transitions(buf) if t.created_version >= view.pool_version]

@@ -13,7 +13,7 @@ import re
 from typing import Sequence
 
 from engine.llm.sim import edit_judge, pes_agents, program_model
-from engine.llm.sim import context_agents
+from engine.llm.sim import context_agents, reviser
 from engine.llm.sim.feedback import has_feedback
 from engine.llm.sim.plugins import Kind, SimBehaviour, SimRequest, message_text
 
@@ -95,6 +95,8 @@ def answer(messages: list[dict], stage: str, rng: random.Random,
         return context_agents.answer(req)
     if pes_agents.recognises(req):  # LoongFlow's planner/summarizer, by their marker lines
         return pes_agents.answer(req)
+    if reviser.recognises(req):  # the repair of a stale plan or guidance, by its marker line
+        return reviser.answer(req)
     for behaviour in behaviours:
         if behaviour.recognises(req):
             text = behaviour.answer(req, rng)

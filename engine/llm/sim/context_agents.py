@@ -1,24 +1,25 @@
-"""Generic simulated behaviour: ContextEvolve's three context agents (engine/strategy/context_agents.py).
+"""Generic simulated behaviour: ContextEvolve's three agents (engine/strategy/context_agents.py).
 
-Recognised by content: each agent's system message carries a marker line (duplicated here: the
-simulator imports no strategy module). Answers are deterministic (no randomness), derived from
-the request alone:
+Recognised by the marker line of their system messages and answered deterministically (no
+randomness), derived from the request alone:
 
-- Summarizer: "NEW:" what the diff in the request does (constants retuned, functions added or
-  removed, lines added/removed), "PRESERVES:" the first clause of the parent summary given.
-- Navigator: counts the improvement / mixed / decline transitions and names, abstractly, the
-  kinds of change (the NEW clauses) of the best improvement and of the worst decline.
+- Summarizer: "NEW:" what the diff in the request does (the named constants it moves and which
+  way, directions.moves; else functions added or removed, lines added/removed), "PRESERVES:" the
+  first clause of the parent summary given.
+- Navigator: counts the improvement / mixed / decline / failed transitions; from the moves the
+  transitions' summaries report (directions.reported) it names the directions that improved more
+  often than they declined ("raise r") and those that declined more often ("avoid lowering k"),
+  abstractly, without code; it names the newest failure's reason when some failed. Guidance
+  with a direction is what the simulated proposer may follow (program_model.py, P_FOLLOW); when
+  the transitions report no direction, the guidance names the kinds of change as before.
 - Sampler: ids that appear in the candidate list: the best scorers, then the lowest scorer.
-
-Limit: the simulated proposer (program_model.py) does not read the guidance section, so a
-proposal's quality does not depend on what the agents wrote; runs measure the agents' cost and
-the pipeline, not whether better context yields better children.
 """
 
 from __future__ import annotations
 
 import re
 
+from engine.llm.sim import directions
 from engine.llm.sim.edit_judge import changed_lines
 from engine.llm.sim.plugins import SimRequest
 
@@ -31,6 +32,7 @@ _DEF = re.compile(r"^\s*(?:def|class)\s+(\w+)")
 _PARENT = re.compile(r"## Parent summary\n(.*?)\n\n##", re.S)
 _TRANSITION = re.compile(r"^- \[(improvement|mixed|decline)\] \S+ -> \S+: .*\(delta ([-+]?[\d.eE+-]+)\)\n"
                          r"  before: .*\n  after: (.*)$", re.M)
+_FAILED = re.compile(r"^- \[failed\] \S+ -> \S+: score \S+ -> not scored \((.*)\)$", re.M)
 _CANDIDATE = re.compile(r"^- (\S+) \| score ([-+]?[\d.eE+-]+|nan|inf) \|", re.M)
 _PICK = re.compile(r"Pick up to (\d+)")
 
@@ -58,7 +60,10 @@ def _summary(user: str) -> str:
     new_defs = sorted({m.group(1) for ln in added if (m := _DEF.match(ln))} - {m.group(1) for ln in removed if (m := _DEF.match(ln))})
     gone = sorted({m.group(1) for ln in removed if (m := _DEF.match(ln))} - {m.group(1) for ln in added if (m := _DEF.match(ln))})
     strip = lambda lines: [_NUM.sub("#", ln).strip() for ln in lines]  # noqa: E731
-    if new_defs:
+    moved = directions.moves(user)
+    if moved:
+        new = ", ".join(m.describe() for m in moved[:3])
+    elif new_defs:
         new = f"adds {', '.join(new_defs[:3])}"
     elif gone:
         new = f"removes {', '.join(gone[:3])}"
@@ -75,20 +80,45 @@ def _summary(user: str) -> str:
     return f"NEW: {new}.\nPRESERVES: {kept}."
 
 
+def _directions(found: list[tuple[str, float, str]]) -> tuple[list[str], list[str]]:
+    """Directions reported by improvements more often than by declines, and the reverse."""
+    net: dict[tuple[str, bool], int] = {}
+    for cat, _, after in found:
+        if cat in ("improvement", "decline"):
+            for move in directions.reported(after):
+                net[move] = net.get(move, 0) + (1 if cat == "improvement" else -1)
+    helped = [f"{'raise' if up else 'lower'} {name}" for (name, up), n in sorted(net.items()) if n > 0]
+    hurt = [f"{'raising' if up else 'lowering'} {name}" for (name, up), n in sorted(net.items()) if n < 0]
+    return helped, hurt
+
+
 def _guidance(user: str) -> str:
-    found = [(cat, float(delta), _new_clause(after)) for cat, delta, after in _TRANSITION.findall(user)]
+    found = [(cat, float(delta), after) for cat, delta, after in _TRANSITION.findall(user)]
+    failed = _FAILED.findall(user)
     counts = {c: sum(1 for f in found if f[0] == c) for c in ("improvement", "mixed", "decline")}
-    lines = [f"Of {len(found)} recent changes, {counts['improvement']} improved, {counts['mixed']} were mixed "
-             f"and {counts['decline']} declined."]
+    lines = [f"Of {len(found) + len(failed)} recent changes, {counts['improvement']} improved, {counts['mixed']} were "
+             f"mixed, {counts['decline']} declined and {len(failed)} failed before scoring."]
     ups = [f for f in found if f[0] == "improvement"]
     downs = [f for f in found if f[0] == "decline"]
-    if ups:
-        lines.append(f"Changes in the spirit of \"{max(ups, key=lambda f: f[1])[2]}\" helped: push further in that direction.")
-    if downs:
-        lines.append(f"Changes like \"{min(downs, key=lambda f: f[1])[2]}\" hurt: avoid that region.")
+    helped, hurt = _directions(found)
+    if helped:
+        lines.append(f"Directions that helped: {'; '.join(helped[:3])}. Keep moving that way in small steps.")
+    elif ups:
+        lines.append(f"Changes in the spirit of \"{_new_clause(max(ups, key=lambda f: f[1])[2])}\" helped: "
+                     "push further in that direction.")
+    if hurt:
+        lines.append(f"Avoid {', '.join(hurt[:3])}: that region scored worse.")
+    elif downs:
+        lines.append(f"Changes like \"{_new_clause(min(downs, key=lambda f: f[1])[2])}\" hurt: avoid that region.")
+    if failed:
+        lines.append(f"Recent failures ({short_reason(failed[-1])}): keep edits small and well-formed.")
     if not ups:
         lines.append("Nothing has helped yet: try a structurally different idea rather than small tweaks.")
     return "\n".join(lines)
+
+
+def short_reason(reason: str) -> str:
+    return reason.split(":")[0].strip()[:60] or "unknown"
 
 
 def _exemplars(user: str) -> str:

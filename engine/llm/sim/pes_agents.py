@@ -3,10 +3,14 @@
 Recognised by content: the system message carries a marker line. The answers are deterministic
 functions of the request (no randomness), so a simulated run stays reproducible:
 
-- planner: picks a numeric constant of the solution to improve (by a hash of the text, skipping
-  constants the lineage's summaries say to avoid) and a direction (the opposite of one a summary
-  reports as worse), or, for a text without numbers, a structural step (a rule to add);
-- summarizer: reads the score change and the size of the diff and states whether the plan's
+- planner: continues the trajectory the newest summary in the lineage reports (directions.py:
+  "raising r improved" -> raise r again; "... made it worse" -> the opposite direction), else
+  picks a named constant of the solution (by a hash of the text, the opposite of a direction a
+  summary reports as worse) and a direction, or a float literal ("Raise the constant 0.35"), or,
+  for a text without numbers, a structural step (a rule to add). Its steps are directives the
+  simulated proposer may follow (program_model.py, P_FOLLOW).
+- summarizer: reads the score change and what the diff actually moved (directions.moves, which
+  may differ from the plan when the proposer did not follow it) and states whether that
   direction helped, so later plans continue it or avoid it.
 """
 
@@ -15,6 +19,7 @@ from __future__ import annotations
 import re
 import zlib
 
+from engine.llm.sim import directions
 from engine.llm.sim.plugins import SimRequest
 
 # Copies of engine/strategy/pes.py's PLANNER_MARKER / SUMMARIZER_MARKER: the simulator imports no
@@ -27,6 +32,7 @@ _ASSIGN = re.compile(r"^\s*([A-Za-z_]\w*)\s*=\s*([-+]?\d+(?:\.\d+)?(?:[eE][-+]?\
 _NUMBER = re.compile(r"(?<![A-Za-z_\d.])[-+]?\d+\.\d+(?:[eE][-+]?\d+)?")
 _RESULT = re.compile(r"score\s+([-+\d.eE]+)\s*->\s*([-+\d.eE]+)\s*\((\w+)\)")
 _WORSE_DIR = re.compile(r"(raising|lowering) (\w+) made it worse")
+_SUMMARY_LINE = re.compile(r"^\s*summary: (raising|lowering) (\w+) (improved|made it worse)", re.M)
 
 
 def recognises(req: SimRequest) -> bool:
@@ -41,8 +47,16 @@ def _plan(user: str) -> str:
     m = _FENCE.search(user)
     code = m.group(1) if m else ""
     seed = zlib.crc32(code.encode())
-    avoid = {name: direction for direction, name in _WORSE_DIR.findall(user)}
     names = [(name, value) for name, value, _ in _ASSIGN.findall(code)]
+    known = dict(names)
+    latest = _SUMMARY_LINE.findall(user)
+    if latest and latest[-1][1] in known:  # the newest verdict on a named constant: continue or turn
+        verb, name, verdict = latest[-1]
+        up = (verb == "raising") == (verdict == "improved")
+        return (f"Reasoning: the last generation's summary says {verb} {name} {verdict}.\nPLAN:\n"
+                f"1. {'Raise' if up else 'Lower'} {name} (now {known[name]}) by about 10%.\n"
+                f"2. Keep every other constant and the structure unchanged, so the effect is attributable.")
+    avoid = {name: direction for direction, name in _WORSE_DIR.findall(user)}
     if names:
         name, value = names[seed % len(names)]
         direction = "lower" if avoid.get(name) == "raising" else "raise" if avoid.get(name) == "lowering" \
@@ -54,7 +68,7 @@ def _plan(user: str) -> str:
     if floats:
         value = floats[seed % len(floats)]
         return (f"Reasoning: the constant {value} drives the result.\nPLAN:\n"
-                f"1. Tune the constant {value} in small steps, {'up' if seed & 1 else 'down'} first.\n"
+                f"1. {'Raise' if seed & 1 else 'Lower'} the constant {value} in small steps.\n"
                 "2. Leave the rest of the structure as it is.")
     return ("Reasoning: the text states no explicit rules for the cases it misses.\nPLAN:\n"
             "1. Add one explicit rule for the most frequent failure in the feedback.\n"
@@ -65,8 +79,14 @@ def _summary(user: str) -> str:
     m = _RESULT.search(user)
     verdict = m.group(3) if m else "unknown"
     changed = sum(1 for ln in user.splitlines() if ln.startswith(("+", "-")) and not ln.startswith(("+++", "---")))
-    plan = re.search(r"(Raise|Lower) (\w+)", user)
-    step = f"{'raising' if plan and plan.group(1) == 'Raise' else 'lowering'} {plan.group(2)}" if plan else "this change"
+    moved = directions.moves(user)
+    plan = re.search(r"(Raise|Lower) (?:the constant )?([\w.]+)", user)
+    if len(moved) == 1:  # what the diff did, whatever the plan said
+        step = f"{'raising' if moved[0].up else 'lowering'} {moved[0].name}"
+    elif plan and not moved:
+        step = f"{'raising' if plan.group(1) == 'Raise' else 'lowering'} {plan.group(2)}"
+    else:
+        step = "this change"
     if verdict == "improved":
         return (f"SUMMARY: {step} improved the score ({m.group(1)} -> {m.group(2)}) with {changed} changed lines; "
                 "continue in this direction with a similar step.")

@@ -20,6 +20,7 @@ import re
 
 from engine.code.evolve_blocks import RegionError, find_regions
 from engine.code.languages import PYTHON, LanguageSpec, by_fence
+from engine.llm.sim import directions
 
 P_MALFORMED = 0.05
 """A SEARCH/REPLACE block without its ======= or >>>>>>> REPLACE line."""
@@ -43,6 +44,11 @@ P_STRUCTURAL = 0.15
 """A structural edit instead of a constant (always, when the program has no constant)."""
 REL_STEP = 0.12
 """Relative standard deviation of a float perturbation."""
+P_FOLLOW = 0.6
+"""A request that states a direction for one of the parent's constants (directions.py: "raise
+r", "lower the constant 0.35"; whoever wrote it) gets an edit of that constant in that
+direction with this probability; otherwise (and always without such a direction) the edit
+model above, unchanged."""
 
 FORMAT_RE = re.compile(r"evotui-patch-format: (diff|full|udiff)")
 _PARENT = re.compile(r"## Current program[^\n]*\n```([\w+-]*)\n(.*?)```", re.S)
@@ -208,6 +214,38 @@ def _render(code: str, edits: list[tuple[str, str]], fmt: str, rng: random.Rando
     return f"{reason}\n```diff\n{diff}```"
 
 
+def _directed_targets(code: str, request: str, lang: LanguageSpec) -> list[tuple[int, str, bool]]:
+    """(line index, target, up) for each direction the request states about an editable constant."""
+    lines = code.splitlines()
+    targets = directions.assigned_targets({i: lines[i] for i in _editable_lines(code, lang)}, lang.comment)
+    return [(targets[t], t, up) for t, up in directions.directives(request, set(targets))]
+
+
+def _directed(code: str, row: int, target: str, up: bool, rng: random.Random,
+              lang: LanguageSpec = PYTHON) -> list[tuple[str, str]] | None:
+    """Move one number of the target's line (the literal itself, for a literal target) its way,
+    by the same step sizes as an undirected perturbation."""
+    line = code.splitlines()[row]
+    body = _code_part(line, lang)
+    nums = [m for m in _NUM.finditer(body) if m.group(0) == target] or list(_NUM.finditer(body))
+    if not nums:
+        return None
+    m = rng.choice(nums)
+    tok, sign = m.group(0), 1 if up else -1
+    if "." not in tok:
+        new = str(max(0, int(tok) + sign))
+    else:
+        v = float(tok)
+        decimals = max(2, len(tok.split(".")[1]))
+        step = abs(rng.gauss(0, REL_STEP)) * abs(v) if abs(v) > 0.02 else abs(rng.gauss(0, 0.02))
+        new = f"{v + sign * step:.{min(decimals, 6)}f}"
+        if new == tok:
+            new = f"{v + sign * 10 ** -decimals:.{decimals}f}"
+    if new == tok:
+        return None
+    return [(line, line[: m.start()] + new + line[m.end():])]
+
+
 def _broken(code: str, rng: random.Random, lang: LanguageSpec = PYTHON) -> str:
     """A realistic failure: malformed block, wrong SEARCH, edit outside the block or a syntax error."""
     lines = code.splitlines()
@@ -243,14 +281,20 @@ def propose(messages: list[dict], text_of, rng: random.Random) -> str:
     p_bad = 1 - P_FIX_ON_RETRY if retry else P_MALFORMED + P_NOT_FOUND + P_OUTSIDE + P_SYNTAX
     if fmt == "diff" and rng.random() < p_bad:
         return _broken(code, rng, lang)
-    roll = rng.random()
     edits, reason = None, ""
-    change = _CHANGE.search(first)
-    if roll < P_REVERT and change:
-        edits, reason = _revert(code, change.group(1)), "The last change looks harmful; revert it."
-    elif roll < P_REVERT + P_BORROW:
-        others = _OTHER.findall(first)
-        edits, reason = (_borrow(code, others, rng, lang) if others else None), "Adopt a setting from a better program."
+    directed = _directed_targets(code, first, lang)
+    if directed and rng.random() < P_FOLLOW:  # no draw without a direction: unguided replies unchanged
+        row, target, up = rng.choice(directed)
+        edits = _directed(code, row, target, up, rng, lang)
+        reason = f"Follow the stated direction: {'raise' if up else 'lower'} {target}."
+    if not edits:
+        roll = rng.random()
+        change = _CHANGE.search(first)
+        if roll < P_REVERT and change:
+            edits, reason = _revert(code, change.group(1)), "The last change looks harmful; revert it."
+        elif roll < P_REVERT + P_BORROW:
+            others = _OTHER.findall(first)
+            edits, reason = (_borrow(code, others, rng, lang) if others else None), "Adopt a setting from a better program."
     if not edits and rng.random() >= P_STRUCTURAL:
         edits, reason = _perturb(code, rng, lang), "Tune a constant of the construction."
     if not edits:
