@@ -82,6 +82,9 @@ class ControlServer:
         self.path = path
         self.problem = ""
         self._server: asyncio.AbstractServer | None = None
+        self._connections: dict[asyncio.StreamWriter, asyncio.Task] = {}
+        """Open client connections and their handler tasks: close() ends them first, so none is
+        left to be cancelled at interpreter shutdown (asyncio then prints a traceback)."""
 
     async def start(self) -> bool:
         if len(os.fsencode(str(self.path))) > MAX_SOCKET_PATH:
@@ -105,6 +108,10 @@ class ControlServer:
     async def close(self) -> None:
         if self._server is not None:
             self._server.close()
+            handlers = list(self._connections.values())
+            for writer in list(self._connections):
+                writer.close()  # the handler's readline sees end of file and returns
+            await asyncio.gather(*handlers, return_exceptions=True)
             await self._server.wait_closed()
             self._server = None
             try:
@@ -113,6 +120,9 @@ class ControlServer:
                 pass
 
     async def _client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._connections[writer] = task
         try:
             while line := await reader.readline():
                 writer.write((json.dumps(self.handle_line(line), default=str) + "\n").encode())
@@ -120,6 +130,7 @@ class ControlServer:
         except (ConnectionError, asyncio.IncompleteReadError):
             pass  # the client went away; nothing to answer
         finally:
+            self._connections.pop(writer, None)
             writer.close()
 
     def handle_line(self, line: bytes) -> dict:

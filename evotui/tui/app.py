@@ -113,10 +113,19 @@ class EvoApp(App):
         word = {"approve": "Approved", "reject": "Rejected", "edit": "Edited and approved", "skip": "Skipped"}[decision]
         await self.control("decide", done=f"{word} {item_id}", **args)
 
+    @property
+    def can_control(self) -> bool:
+        frame = self.sampler.frame
+        return self.backend.can_control if frame is None else frame.can_control
+
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """A read-only view does not offer the controls at all (hidden from the footer, the
+        palette and F1); a finished run shows them disabled."""
         if action in CONTROL_ACTIONS:
+            if not self.can_control:
+                return None
             frame = self.sampler.frame
-            if frame is not None and (not frame.can_control or frame.finished):
+            if frame is not None and frame.finished:
                 return False
         return True
 
@@ -213,10 +222,11 @@ class EvoApp(App):
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)
         for binding in APP_BINDINGS:
-            if binding.action != "toggle_help":
+            if binding.action != "toggle_help" and self.check_action(binding.action.split("(")[0], ()):
                 yield SystemCommand(binding.tooltip.split(";")[0], f"key {binding.key_display or binding.key}",
                                     lambda a=binding.action: self.run_action(a))
         for binding in getattr(screen, "BINDINGS", []):
-            if getattr(binding, "id", None):
+            check = getattr(screen, "check_action", None)
+            if getattr(binding, "id", None) and (check is None or check(binding.action.split("(")[0], ())):
                 yield SystemCommand(binding.tooltip or binding.description, f"key {binding.key_display or binding.key}",
                                     lambda a=binding.action, s=screen: self.run_action(a, s))

@@ -73,6 +73,51 @@ CONFIRM_BINDINGS = [
 ]
 
 
+RESERVED = {"ctrl+p": "the command palette", "ctrl+q": "quit (Textual)", "ctrl+c": "copy / help to quit",
+            "tab": "focus next", "shift+tab": "focus previous"}
+"""Keys Textual itself binds on every screen."""
+
+SCOPES = {
+    "dashboard": APP_BINDINGS + DASHBOARD_BINDINGS,
+    "review": APP_BINDINGS + REVIEW_BINDINGS + DIFF_NAV_BINDINGS,
+    "lineage": APP_BINDINGS + LINEAGE_BINDINGS,
+    "diff": APP_BINDINGS + DIFF_BINDINGS + DIFF_NAV_BINDINGS,
+    "confirm": CONFIRM_BINDINGS,
+}
+"""Bindings active together on each screen: a key may mean one thing per screen."""
+
+
+def _keys(spec: str) -> list[str]:
+    return [k.strip() for k in spec.split(",") if k.strip()]
+
+
+def keymap_clashes(keymap: dict[str, str]) -> list[str]:
+    """Each key the keymap gives a binding that another binding on the same screen (or Textual
+    itself) already uses, named: "'q' for pause clashes with quit (q) on the dashboard screen"."""
+    problems: list[str] = []
+    clashes: dict[str, list[str]] = {}
+    for screen, bindings in SCOPES.items():
+        keys = {b.id or b.action: _keys(keymap.get(b.id or "", b.key)) for b in bindings}
+        owners: dict[str, list[str]] = {}
+        for name, ks in keys.items():
+            for key in ks:
+                owners.setdefault(key, []).append(name)
+        for name in keys:
+            if name not in keymap:
+                continue
+            for key in _keys(keymap[name]):
+                if key in RESERVED:
+                    problems.append(f"'{key}' for {name} clashes with {RESERVED[key]}")
+                for other in owners[key]:
+                    if other != name:
+                        clashes.setdefault(f"'{key}' for {name} clashes with {other} ({','.join(keys[other])})",
+                                           []).append(screen)
+    for text, screens in clashes.items():
+        where = ", ".join(screens[:-1]) + " and " + screens[-1] if len(screens) > 1 else screens[0]
+        problems.append(f"{text} on the {where} screen{'s' if len(screens) > 1 else ''}")
+    return list(dict.fromkeys(problems))
+
+
 def binding_ids() -> list[str]:
     groups = (APP_BINDINGS, DASHBOARD_BINDINGS, REVIEW_BINDINGS, LINEAGE_BINDINGS, DIFF_BINDINGS, DIFF_NAV_BINDINGS, CONFIRM_BINDINGS)
     return [b.id for group in groups for b in group if b.id]

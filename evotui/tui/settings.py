@@ -64,3 +64,8 @@ def check_keymap(keymap: dict[str, str], known_ids: list[str]) -> None:
     empty = sorted(k for k, v in keymap.items() if not v.strip())
     if empty:
         raise UISettingsError(f"keymap entries with no keys: {', '.join(empty)}")
+    from evotui.tui.keymap import keymap_clashes  # textual is loaded only by the UI path
+
+    clashes = keymap_clashes(keymap)
+    if clashes:
+        raise UISettingsError("keymap clash: " + "; ".join(clashes))

@@ -69,7 +69,7 @@ class FrozenBackend(Backend):
             llm=(LLMStat("task", 12, 610, 2, 3, 0.84, 2.91, 52000, 700000), LLMStat("reflection", 2, 23, 0, 0, 4.2, 9.8, 6000, 60000)),
             score_history=scores, depth_history=depth,
             decisions=("i000031 propose gap 3 -> discard", "i000029 review@evaluate -> approve"),
-            time_scale=400.0, source=self.source, can_control=False, history=self.history,
+            time_scale=400.0, source=self.source, can_control=self.can_control, history=self.history,
             history_rev=self.history.revision, history_now=1.5)
 
     def poll(self) -> list[str]:

@@ -54,7 +54,7 @@ def test_ui_config_refuses_unknown_keys_and_keymap_ids(tmp_path):
     with pytest.raises(UISettingsError, match="colour"):
         load_ui_settings(bad)
     good = tmp_path / "ok.toml"
-    good.write_text('theme = "evotui-256"\n[keymap]\npause = "p"\n')
+    good.write_text('theme = "evotui-256"\n[keymap]\npause = "P"\n')
     settings = load_ui_settings(good)
     check_keymap(settings.keymap, binding_ids())
     with pytest.raises(UISettingsError, match="unknown keymap binding id.*paws"):

@@ -32,6 +32,7 @@ class EvoScreen(Screen):
         yield from ()
 
     ready = False
+    _offered_control: bool | None = None
 
     def on_mount(self) -> None:
         self.ready = True
@@ -55,6 +56,9 @@ class EvoScreen(Screen):
         if not self.ready or bar is None or not bar.is_attached:
             return False  # not composed yet, or being torn down (e.g. while the editor suspends the app)
         bar.show(frame, app.selected_stage, app.size.width)
+        if frame.can_control != self._offered_control:
+            self._offered_control = frame.can_control
+            app.refresh_bindings()  # the footer offers only what the view can do
         self.refresh_body(frame, app)
         return True
 

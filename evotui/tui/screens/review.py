@@ -48,6 +48,14 @@ strategy's guidance notes. A prompt of named components is diffed per component,
 one under its `[name]`; editing works on the whole text (keep the `## [name]` lines).
 """
 
+    DECISIONS = frozenset({"approve", "reject", "edit", "skip", "approve_all"})
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """Decisions need a run that takes them: a read-only view does not offer them."""
+        if action in self.DECISIONS and not self.app.can_control:
+            return None
+        return True
+
     def __init__(self) -> None:
         super().__init__()
         self._ids: list[str] = []
