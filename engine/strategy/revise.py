@@ -24,7 +24,7 @@ MAX_CHANGES = 12
 NOTE_CHARS = 1500
 
 _KEEP = re.compile(r"^\W*KEEP\b", re.I)
-_REVISED = re.compile(r"^\s*\**\s*REVISED\s*\**\s*:\s*", re.I | re.M)
+_REVISED = re.compile(r"^\s*\**\s*REVISED\s*\**\s*:\s*\**\s*", re.I | re.M)
 
 
 @dataclass(frozen=True)
