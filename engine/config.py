@@ -12,6 +12,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from engine.pipeline.modes import mode_named
+from engine.service_config import EvaluatorConfig, RouteConfig
 
 SIM_URL = "sim://"
 LOCAL_URL = "local://"
@@ -112,6 +113,12 @@ class EndpointConfig(_Model):
     """Longest one attempt may take end to end (retried like other timeouts); None = unbounded."""
     temperature: float = Field(default=0.7, ge=0)
     max_tokens: int = Field(default=8192, gt=0)
+    endpoints: list[RouteConfig] = Field(default_factory=list)
+    """Several servers for this stage (engine/llm/routing.py): each request goes to the least
+    loaded healthy one, a failed request moves to another, a failing endpoint rests and is
+    health-checked before it takes traffic again. Empty: url alone."""
+    health_interval_s: float = Field(default=5.0, gt=0)
+    """With endpoints: seconds between health checks of an endpoint taken out of rotation."""
 
     @field_validator("url")
     @classmethod
@@ -334,6 +341,7 @@ class RunConfig(_Model):
     local: LocalConfig = Field(default_factory=LocalConfig)
     pipeline: PipelineConfig = Field(default_factory=PipelineConfig)
     budget: BudgetConfig = Field(default_factory=BudgetConfig)
+    evaluator: EvaluatorConfig = Field(default_factory=EvaluatorConfig)
     store: StoreConfig = Field(default_factory=StoreConfig)
     program: dict = Field(default_factory=dict)
     """Program-task settings over the task's own ([program] keys of task.toml; checked when the

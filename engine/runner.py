@@ -21,6 +21,7 @@ from engine import events as ev
 from engine.budget import Budget
 from engine.config import LOCAL_URL, SIM_URL, ConfigError, EndpointConfig, RunConfig, build_config
 from engine.context import EXIT_IO, CallSink, FatalRunError, RunContext
+from engine.evaluator import EXIT_EVALUATOR_LOST
 from engine.events import EventBus
 from engine.items import WorkItem
 from engine.llm.client import LLMClient
@@ -275,7 +276,8 @@ class EngineRun:
         finally:
             heartbeat.cancel()
             await asyncio.gather(heartbeat, return_exceptions=True)
-            if exit_code == EXIT_IO:  # the database failed, not the run: it resumes once there is room
+            # The database or the evaluation cluster failed, not the run: it resumes once they are back.
+            if exit_code in (EXIT_IO, EXIT_EVALUATOR_LOST):
                 status = "interrupted"
             summary = self.summary(status, reason)
             ctx.store.update_run(ctx.run_id, status=status, summary_json=json.dumps(summary), updated_at=time.time())
@@ -304,6 +306,7 @@ class EngineRun:
 
     async def close(self) -> None:
         ctx = self.ctx
+        await self.orchestrator.handlers.aclose()
         clients = {id(c): c for c in (ctx.task_llm, ctx.reflection_llm)}
         for client in clients.values():
             await client.aclose()

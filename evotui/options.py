@@ -31,6 +31,24 @@ def add_resume_flags(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("endpoints (credentials inside URLs are never stored: give the URL again)")
     g.add_argument("--llm-url", metavar="URL", help="the run's task endpoint, e.g. http://user:KEY@host/v1")
     g.add_argument("--reflection-url", metavar="URL", help="the run's proposer endpoint, if it had its own")
+    add_evaluator_flags(p)
+
+
+def add_evaluator_flags(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("evaluations (program tasks; [evaluator] in --config)")
+    g.add_argument("--evaluator", choices=["local", "ray"], help="local: sandbox subprocesses here (default); ray: the "
+                   "same sandbox in Ray tasks (without --ray-address, a local Ray instance for the run)")
+    g.add_argument("--ray-address", metavar="ADDR", help='the Ray cluster: "auto", HOST:PORT or ray://HOST:PORT')
+
+
+def evaluator_layer(args: argparse.Namespace) -> dict:
+    out: dict = {}
+    if getattr(args, "evaluator", None):
+        out["backend"] = args.evaluator
+    if getattr(args, "ray_address", None):
+        out["address"] = args.ray_address
+        out.setdefault("backend", "ray")
+    return {"evaluator": out} if out else {}
 
 
 def add_run_flags(p: argparse.ArgumentParser) -> None:
@@ -45,6 +63,7 @@ def add_run_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--stream", action="store_true", default=None, help="use streaming (SSE) requests")
     g.add_argument("--profile", choices=["vllm", "api"], help="simulated backend profile")
     g.add_argument("--time-scale", type=float, metavar="X", help="simulated seconds per wall second")
+    add_evaluator_flags(p)
     e = p.add_argument_group("pipeline")
     e.add_argument("--mode", choices=["async", "sync", "pxn", "chain"])
     e.add_argument("--strategy", metavar="NAME", help="search strategy (`evotui strategies` lists them); default: "
@@ -162,6 +181,7 @@ def config_layers(args: argparse.Namespace) -> list[tuple[str, dict]]:
     budget = budget_layer(args)
     if budget:
         cli["budget"] = budget
+    cli.update(evaluator_layer(args))
     layers.append(("command line", cli))
     return layers
 
@@ -179,7 +199,7 @@ async def open_run(args: argparse.Namespace):
             _put(endpoints, "task_llm.url", args.llm_url)
         if getattr(args, "reflection_url", None):
             _put(endpoints, "reflection_llm.url", args.reflection_url)
-        run = await EngineRun.resume(args.db, args.run_id, budget_layer(args), endpoints)
+        run = await EngineRun.resume(args.db, args.run_id, budget_layer(args), {**endpoints, **evaluator_layer(args)})
     for warning in getattr(run.ctx.task, "warnings", ()):
         print(f"evotui: warning: {warning}", file=sys.stderr)
     return run

@@ -107,3 +107,7 @@ class SearchHandlers(Protocol):
     def figures(self) -> dict:
         """Kind-specific figures for the run's summary."""
         ...
+
+    async def aclose(self) -> None:
+        """Release the kind's services (an evaluation cluster) at the run's end."""
+        ...

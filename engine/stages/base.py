@@ -98,3 +98,7 @@ class KindHandlers:
 
     def figures(self) -> dict:
         return {}
+
+    async def aclose(self) -> None:
+        """Release the kind's services at the run's end (a program task's evaluator)."""
+        return None

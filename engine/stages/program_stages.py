@@ -27,7 +27,9 @@ from engine.ledger import EvalRow
 from engine.llm.errors import LLMError
 from engine.pipeline.spec import PipelineSpec, Selection, StageSpec
 from engine.pool import Artifact
-from engine.sandbox import EvalResult, Sandbox
+from engine.evaluator import (EXIT_EVALUATOR_LOST, EvaluatorLost, EvaluatorService, EvaluatorSetupError,
+                              build_evaluator)
+from engine.sandbox import EvalResult
 from engine.selection import merge
 from engine.stages import program_prompt as prompt
 from engine.stages.base import KindHandlers
@@ -48,14 +50,15 @@ def _feedback_of(res: EvalResult) -> dict[str, str]:
 class ProgramStages(KindHandlers):
     kind = "program"
 
-    def __init__(self, ctx: RunContext, strategy: Strategy, sandbox: Sandbox | None = None) -> None:
+    def __init__(self, ctx: RunContext, strategy: Strategy, evaluator: EvaluatorService | None = None) -> None:
         super().__init__(ctx, strategy, evaluation_rows)
         self.task = ctx.task
         self.settings = ctx.task.settings
         # The run's key variables are dropped whatever they are called (not only *_API_KEY).
         keys = frozenset(ep.api_key_env for ep in (ctx.config.task_llm, ctx.config.reflection) if ep.api_key_env)
-        self.sandbox = sandbox or Sandbox(self.settings.limits(), concurrency=self.settings.eval_concurrency,
-                                          secret_vars=keys)
+        # Where evaluations run ([evaluator]): the local sandbox or Ray tasks running the same sandbox.
+        self.evaluator = evaluator or build_evaluator(ctx.config.evaluator, self.settings.limits(),
+                                                      self.settings.eval_concurrency, keys)
         self.filters = ProgramFilters(max_length=self.settings.max_code_length, language=self.task.language,
                                       counts=ctx.program.filter_counts)
         for art in ctx.pool.artifacts():
@@ -87,9 +90,13 @@ class ProgramStages(KindHandlers):
         return item.payload.get("score")
 
     def figures(self) -> dict:
-        """The sandbox's isolation level (the program counters are in the run state)."""
-        note = self.sandbox.note
-        return {"sandbox": note() if callable(note) else note}
+        """Where evaluations ran and the sandbox's isolation level (the program counters are in
+        the run state): "sandbox" as before, the service's figures under "evaluator"."""
+        figures = self.evaluator.figures()
+        return {"sandbox": figures.get("sandbox", ""), "evaluator": figures}
+
+    async def aclose(self) -> None:
+        await self.evaluator.aclose()
 
     # -- selection and budget -------------------------------------------------------------
     def select(self) -> Selection:
@@ -115,9 +122,15 @@ class ProgramStages(KindHandlers):
 
     async def run_evaluation(self, program: str) -> EvalResult:
         s = self.settings
-        res = await self.sandbox.evaluate(self.task.evaluator, program, mode=self.task.sandbox_mode,
-                                          cascade=s.cascade, thresholds=s.cascade_thresholds,
-                                          program_name=self.task.program_name)
+        try:
+            res = await self.evaluator.evaluate(self.task.evaluator, program, mode=self.task.sandbox_mode,
+                                                cascade=s.cascade, thresholds=s.cascade_thresholds,
+                                                program_name=self.task.program_name)
+        except EvaluatorLost as exc:
+            # The item stays open (a FatalRunError leaves it so): resume submits it again.
+            raise FatalRunError(str(exc), exit_code=EXIT_EVALUATOR_LOST) from None
+        except EvaluatorSetupError as exc:
+            raise FatalRunError(f"evaluations cannot run: {exc}", exit_code=2) from None
         ctx = self.ctx
         ctx.tally.metric_calls += 1
         ctx.budget.charge("metric_calls", 1, ctx.reservations.get(current_item.get() or ""))

@@ -1,0 +1,13 @@
+"""Evaluator services of program tasks: the local sandbox or Ray tasks (engine/evaluator/service.py)."""
+
+from engine.evaluator.service import (
+    EXIT_EVALUATOR_LOST,
+    EvaluatorLost,
+    EvaluatorService,
+    EvaluatorSetupError,
+    LocalEvaluator,
+    build_evaluator,
+)
+
+__all__ = ["EXIT_EVALUATOR_LOST", "EvaluatorLost", "EvaluatorService", "EvaluatorSetupError", "LocalEvaluator",
+           "build_evaluator"]

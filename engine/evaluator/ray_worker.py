@@ -1,0 +1,74 @@
+"""What a Ray worker runs for one evaluation: the same sandbox as a local run, on the worker.
+
+The task folder arrives through the object store (engine/evaluator/shipping.py) and is unpacked
+once per machine; the candidate travels with the request. The worker's sandbox detects its own
+machine's isolation once per worker process, makes the scratch directory, scrubs the environment
+and applies the same limits; the result comes back as the EvalResult's fields (plain data).
+This module imports ray only inside the task (to fetch a bundle the machine has not seen).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import os
+import socket
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from engine.evaluator.shipping import TaskBundle, folder_for, unpack
+from engine.sandbox import Sandbox, SandboxLimits
+from engine.sandbox.results import EvalResult
+
+
+@dataclass(frozen=True)
+class EvalRequest:
+    evaluator: str
+    """The evaluator's path inside the task folder."""
+    program_text: str
+    mode: str
+    cascade: bool
+    thresholds: tuple[float, ...]
+    limits: SandboxLimits
+    program_name: str
+    secret_vars: frozenset[str]
+    scratch_root: str | None
+
+
+_SANDBOXES: dict[tuple, Sandbox] = {}
+"""One sandbox per worker process and setting (isolation is probed once per process)."""
+
+
+def _sandbox(req: EvalRequest, root: str) -> Sandbox:
+    key = (req.limits, req.secret_vars, root)
+    if key not in _SANDBOXES:
+        _SANDBOXES[key] = Sandbox(req.limits, concurrency=1, scratch_root=root, secret_vars=req.secret_vars)
+    return _SANDBOXES[key]
+
+
+def _bundle_folder(digest: str, bundle_ref: list, root: Path) -> Path:
+    cached = folder_for(root, digest)
+    if cached.is_dir():
+        return cached
+    import ray  # only on a worker that has not unpacked this task yet
+
+    bundle: TaskBundle = ray.get(bundle_ref[0])
+    return unpack(bundle, root)
+
+
+def run_request(digest: str, bundle_ref: list, req: EvalRequest) -> dict:
+    """The Ray task's body: returns the EvalResult's fields plus where it ran."""
+    root = Path(req.scratch_root or tempfile.gettempdir())
+    folder = _bundle_folder(digest, bundle_ref, root)
+    sandbox = _sandbox(req, str(root))
+    res: EvalResult = asyncio.run(sandbox.evaluate(
+        folder / req.evaluator, req.program_text, mode=req.mode, cascade=req.cascade,
+        thresholds=list(req.thresholds), limits=req.limits, program_name=req.program_name))
+    return {"result": dataclasses.asdict(res), "node": socket.gethostname(), "pid": os.getpid(),
+            "isolation": sandbox.note}
+
+
+def result_from(fields: dict) -> EvalResult:
+    names = {f.name for f in dataclasses.fields(EvalResult)}
+    return EvalResult(**{k: v for k, v in fields.items() if k in names})

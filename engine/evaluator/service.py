@@ -1,0 +1,73 @@
+"""The evaluator service: what the evaluate stage of a program task calls.
+
+Two implementations with one contract (evaluate -> EvalResult, figures, aclose):
+- LocalEvaluator: sandbox subprocesses on this machine (engine/sandbox), at most
+  [program] eval_concurrency at once.
+- RayEvaluator (engine/evaluator/ray_backend.py): the same sandbox inside Ray tasks.
+
+A service that can no longer reach where evaluations run raises EvaluatorLost; the stage turns
+it into a resumable stop (exit code EXIT_EVALUATOR_LOST, run status "interrupted").
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Protocol
+
+from engine.sandbox import EvalResult, Sandbox, SandboxLimits
+from engine.service_config import EvaluatorConfig
+
+EXIT_EVALUATOR_LOST = 6
+"""Exit code of a run stopped because its evaluation cluster went away (resume continues it)."""
+
+
+class EvaluatorLost(Exception):
+    """Evaluations cannot run any more (the Ray cluster is gone); the message says what to do."""
+
+
+class EvaluatorSetupError(Exception):
+    """Evaluations cannot run there at all (no connection, no node with the resources, a task
+    folder too large to send); the message names the setting to change."""
+
+
+class EvaluatorService(Protocol):
+    async def evaluate(self, evaluator: Path, program_text: str, *, mode: str = "openevolve",
+                       cascade: bool = False, thresholds: list[float] | None = None,
+                       limits: SandboxLimits | None = None, program_name: str = "program.py") -> EvalResult: ...
+
+    def figures(self) -> dict: ...
+
+    async def aclose(self) -> None: ...
+
+
+class LocalEvaluator:
+    """Today's evaluations: the sandbox on the driving machine."""
+
+    backend = "local"
+
+    def __init__(self, sandbox: Sandbox) -> None:
+        self.sandbox = sandbox
+
+    async def evaluate(self, evaluator: Path, program_text: str, *, mode: str = "openevolve",
+                       cascade: bool = False, thresholds: list[float] | None = None,
+                       limits: SandboxLimits | None = None, program_name: str = "program.py") -> EvalResult:
+        return await self.sandbox.evaluate(evaluator, program_text, mode=mode, cascade=cascade,
+                                           thresholds=thresholds, limits=limits, program_name=program_name)
+
+    def figures(self) -> dict:
+        sb = self.sandbox
+        return {"backend": self.backend, "sandbox": sb.note, "concurrency": sb.concurrency,
+                "running": sb.running, "completed": sb.completed}
+
+    async def aclose(self) -> None:
+        return None
+
+
+def build_evaluator(cfg: EvaluatorConfig, limits: SandboxLimits, concurrency: int,
+                    secret_vars: frozenset[str]) -> EvaluatorService:
+    """The service [evaluator] asks for. Ray is imported only when backend = "ray"."""
+    if cfg.backend == "ray":
+        from engine.evaluator.ray_backend import RayEvaluator
+
+        return RayEvaluator(cfg, limits, secret_vars)
+    return LocalEvaluator(Sandbox(limits, concurrency=concurrency, secret_vars=secret_vars))

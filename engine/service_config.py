@@ -1,0 +1,76 @@
+"""Configuration of the run's services: where evaluations run ([evaluator]) and the endpoint
+lists of LLM stages ([task_llm] endpoints). Re-exported by engine.config."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+__all__ = ["EvaluatorConfig", "RouteConfig"]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class RouteConfig(_Model):
+    """One of several endpoints serving a stage ([task_llm] endpoints = [...]): it inherits the
+    stage's settings (model, timeouts, retries, ...) and overrides what it names."""
+
+    url: str
+    """Base URL including /v1 (http:// or https://)."""
+    model: str | None = None
+    """Model served there; None = the stage's model."""
+    api_key_env: str | None = None
+    """None = the stage's api_key_env."""
+    weight: float = Field(default=1.0, gt=0)
+    """Share of the traffic when endpoints are equally loaded (load is in-flight / weight)."""
+    max_concurrency: int | None = Field(default=None, gt=0)
+    """Requests at once to this endpoint; None = the stage's max_concurrency."""
+
+    @field_validator("url")
+    @classmethod
+    def _http_only(cls, v: str) -> str:
+        if not v.startswith(("http://", "https://")):
+            raise ValueError("an endpoint in a list must start with http:// or https://")
+        return v.rstrip("/")
+
+
+class EvaluatorConfig(_Model):
+    """Where program evaluations run ([evaluator]; README "Evaluating on a Ray cluster")."""
+
+    backend: Literal["local", "ray"] = "local"
+    """local: sandbox subprocesses on this machine; ray: the same sandbox inside Ray tasks."""
+    address: str | None = None
+    """ray: "auto" (the cluster this machine belongs to), "HOST:PORT" or "ray://HOST:PORT";
+    None = a local Ray instance started for the run and stopped at its end."""
+    num_cpus: float = Field(default=1.0, ge=0)
+    """CPUs each evaluation reserves on the cluster."""
+    num_gpus: float = Field(default=0.0, ge=0)
+    """GPUs each evaluation reserves (fractions share a GPU)."""
+    memory_mb: int | None = Field(default=None, gt=0)
+    """Memory each evaluation reserves for Ray's scheduler (the sandbox's own limit is eval_memory_mb)."""
+    max_retries: int = Field(default=2, ge=0)
+    """Times an evaluation whose worker or node died is run again elsewhere before it fails."""
+    max_in_flight: int | None = Field(default=None, gt=0)
+    """Most evaluations submitted at once; None = as many as the cluster's resources fit."""
+    local_num_cpus: int | None = Field(default=None, gt=0)
+    """CPUs of the local Ray instance (address unset); None = Ray's default (all)."""
+    scratch_root: str | None = None
+    """Where workers unpack the task folder and make scratch directories; None = the worker's
+    temporary directory."""
+    lost_after_s: float = Field(default=15.0, gt=0)
+    """A cluster that does not answer a health probe within this time is lost: the run stops,
+    resumable."""
+
+    @field_validator("address")
+    @classmethod
+    def _address(cls, v: str | None) -> str | None:
+        if v is None or v == "auto":
+            return v
+        rest = v[len("ray://"):] if v.startswith("ray://") else v
+        host, _, port = rest.rpartition(":")
+        if not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ValueError('must be "auto", "HOST:PORT" or "ray://HOST:PORT"')
+        return v
