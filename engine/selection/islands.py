@@ -15,7 +15,11 @@ artifact:
   global best. Evicted artifacts stay in the pool; they are only no longer selectable here.
 
 The MAP-Elites grid of an island is recomputed from its members when read: the features are
-text length and novelty (trigram distance to the seed texts), min-max scaled over the island,
+text length and, for artifacts scored on one instance (programs), novelty (trigram distance to
+the seed texts); for artifacts scored per instance (prompt tasks' validation examples), coverage
+instead: the share of instances the artifact gets full marks on (a score >= 1, the prompt
+metrics' range being [0, 1]), a behavioural descriptor where novelty would mostly repeat length
+(a prompt grows by added rules). Both are min-max scaled over the island,
 with `bins` per dimension (None: the integer square root of the island's size, at least 1); a
 cell's elite is its best member (a tie keeps the older). Rescaling as the island grows moves
 members between cells, so the grid is a view of the members rather than a store of its own.
@@ -62,6 +66,13 @@ class Traits:
     charset: frozenset[str]
     novelty: float
     """Mean trigram (Jaccard) distance to the reference texts (the seeds) in [0, 1]."""
+    coverage: float | None = None
+    """Share of instances at full marks, for an artifact scored on several instances."""
+
+    @property
+    def behaviour(self) -> float:
+        """The grid's second feature: coverage where there is one, else novelty."""
+        return self.novelty if self.coverage is None else self.coverage
 
 
 Cell = tuple[int, int]
@@ -129,8 +140,9 @@ class IslandArchive:
         for art in artifacts:
             self._arts[art.artifact_id] = art
         self._order = sorted((a.created_version, a.artifact_id) for a in self._arts.values())
-        self._trait_cache: dict[tuple[str, tuple[str, ...]], Traits] = {}
-        """Traits by (artifact, reference ids), kept across replays."""
+        self._trait_cache: dict[tuple[str, tuple[str, ...], str, int], Traits] = {}
+        """Traits by (artifact, reference ids, status, instances scored), kept across replays (a
+        speculative artifact rescored on its full validation set gets its traits anew)."""
         self._traits: dict[str, Traits] = {}
         self._checkpoints: dict[int, _Checkpoint] = {}
         self._dirty_from: int | None = None
@@ -193,7 +205,7 @@ class IslandArchive:
         self.count += 1
         if art.status == "seed" or not self._references:
             self._references[aid] = trigrams(art.text)
-        key = (aid, tuple(self._references))
+        key = (aid, tuple(self._references), art.status, len(art.val_scores))
         traits = self._trait_cache.get(key)
         if traits is None:
             traits = self._trait_cache[key] = self._traits_of(art)
@@ -212,7 +224,9 @@ class IslandArchive:
         grams = trigrams(art.text)
         refs = self._references.values()
         novelty = sum(jaccard_distance(grams, ref) for ref in refs) / len(refs)
-        return Traits(len(art.text), art.text.count("\n") + 1, frozenset(art.text), novelty)
+        scores = list(art.val_scores.values())
+        coverage = sum(1 for v in scores if v >= 1.0) / len(scores) if len(scores) > 1 else None
+        return Traits(len(art.text), art.text.count("\n") + 1, frozenset(art.text), novelty, coverage)
 
     def _home_for(self, art: Artifact) -> int:
         selection = art.meta.get("selection")
@@ -267,7 +281,9 @@ class IslandArchive:
     def _build_grid(self, island: Island) -> Grid:
         ids = list(island.members)
         bins = self.settings.bins or max(1, math.isqrt(len(ids)))
-        points = [(float(self._traits[a].length), self._traits[a].novelty) for a in ids]
+        per_instance = all(self._traits[a].coverage is not None for a in ids)
+        points = [(float(self._traits[a].length), self._traits[a].behaviour if per_instance else self._traits[a].novelty)
+                  for a in ids]
         lows = [min((p[d] for p in points), default=0.0) for d in (0, 1)]
         highs = [max((p[d] for p in points), default=0.0) for d in (0, 1)]
 
