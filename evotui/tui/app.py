@@ -119,14 +119,14 @@ class EvoApp(App):
         return self.backend.can_control if frame is None else frame.can_control
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        """A read-only view does not offer the controls at all (hidden from the footer, the
-        palette and F1); a finished run shows them disabled."""
+        """A read-only view does not offer the controls at all (False: hidden from the footer
+        and the palette); a finished run shows them disabled (None)."""
         if action in CONTROL_ACTIONS:
             if not self.can_control:
-                return None
+                return False
             frame = self.sampler.frame
             if frame is not None and frame.finished:
-                return False
+                return None
         return True
 
     # -- actions --------------------------------------------------------------------------

@@ -53,7 +53,7 @@ one under its `[name]`; editing works on the whole text (keep the `## [name]` li
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """Decisions need a run that takes them: a read-only view does not offer them."""
         if action in self.DECISIONS and not self.app.can_control:
-            return None
+            return False  # hidden
         return True
 
     def __init__(self) -> None:

@@ -1,0 +1,227 @@
+"""Pilot tests of the dashboard's tabs and plots, the event log, the read-only view, the status
+line and keymap clashes (issue 18 items 1, 2, 5, 6)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from textual.widgets import Footer, TabbedContent
+
+from engine import events as ev
+from evotui.tui.backend import event_line
+from evotui.tui.keymap import binding_ids
+from evotui.tui.settings import UISettingsError, check_keymap
+from evotui.tui.widgets.plots import HistoryPlot
+from tests.tui.fakes import FrozenBackend, frozen_app
+from tests.tui.fakes_evidence import DecidingBackend, app_with
+
+ROOT = Path(__file__).resolve().parents[2]
+TABS = ["overview", "scores-tab", "queues-tab", "llm-tab", "budget-tab"]
+
+
+def shown(widget) -> bool:
+    return widget.region.area > 0
+
+
+async def settle(pilot) -> None:
+    await pilot.pause()
+    pilot.app.sampler.tick()
+    await pilot.pause()
+
+
+async def test_every_panel_is_reachable_at_80x24_and_plots_draw_only_when_shown():
+    app = frozen_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        screen = app.screen
+        tabs = screen.query_one("#dash-tabs", TabbedContent)
+        plots = {p.id: p for p in screen.query(HistoryPlot)}
+        # At 80x24 the overview folds gaps, budget and LLM away and shows no plots.
+        assert not any(shown(screen.query_one(f"#{i}")) for i in ("gaps", "budget", "llm"))
+        assert all(p.redraws == 0 for p in plots.values()), {k: p.redraws for k, p in plots.items()}
+        seen = {}
+        for expected in TABS[1:] + TABS[:1]:
+            await pilot.press("right_square_bracket")
+            await pilot.pause()
+            assert tabs.active == expected
+            seen[expected] = sorted(w.id for w in screen.query("#dash-tabs TabPane > *, .plots > *, TabPane Vertical > *")
+                                    if shown(w) and w.id)
+        assert "plot-scores-scores-tab" in seen["scores-tab"] and "plot-rate-scores-tab" in seen["scores-tab"]
+        assert {"gaps-full", "plot-depth-queues-tab", "plot-gaps-queues-tab"} <= set(seen["queues-tab"])
+        assert {"llm-full", "plot-calls-llm-tab", "plot-latency-llm-tab"} <= set(seen["llm-tab"])
+        assert "budget-full" in seen["budget-tab"]
+        drawn = {k: p.redraws for k, p in plots.items()}
+        assert all(drawn[f"plot-{kind}-{pane}"] == 1 for pane, kinds in
+                   (("scores-tab", ("scores", "rate")), ("queues-tab", ("depth", "gaps")),
+                    ("llm-tab", ("calls", "latency")))
+                   for kind in kinds), drawn
+        assert all(drawn[f"plot-{kind}-overview"] == 0 for kind in ("scores", "rate", "depth")), drawn
+        await pilot.press("left_square_bracket")
+        assert tabs.active == "budget-tab"
+        # Shown again with the same data: no second drawing.
+        for _ in range(3):
+            await pilot.press("right_square_bracket")
+        await settle(pilot)
+        assert plots["plot-calls-llm-tab"].redraws == 1
+
+
+async def test_at_160x48_the_overview_shows_every_panel_and_three_plots():
+    app = frozen_app()
+    async with app.run_test(size=(160, 48)) as pilot:
+        await settle(pilot)
+        screen = app.screen
+        for i in ("queues", "scores", "gaps", "budget", "llm", "log", "overview-plots"):
+            assert shown(screen.query_one(f"#{i}")), i
+        overview = [screen.query_one(f"#plot-{k}-overview", HistoryPlot) for k in ("scores", "rate", "depth")]
+        drawn = [p.redraws for p in overview]
+        assert all(n >= 1 for n in drawn)
+        for _ in range(5):
+            await settle(pilot)
+        assert [p.redraws for p in overview] == drawn, "an unchanged frame redrew a plot"
+
+
+class LinesBackend(FrozenBackend):
+    """Frozen frames; poll() returns whatever the test queued."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.queue: list[str] = []
+
+    def poll(self) -> list[str]:
+        out, self.queue = self.queue, []
+        return out
+
+
+async def test_the_log_follows_unless_scrolled_up_and_says_so():
+    backend = LinesBackend()
+    app = app_with(backend)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        log = app.screen.log_view
+        backend.queue = [f"line {i}" for i in range(40)]
+        await settle(pilot)
+        assert log.max_scroll_y > 0 and log.scroll_y == log.max_scroll_y and not log.border_subtitle
+        log.scroll_home(animate=False)
+        await pilot.pause()
+        backend.queue = [f"more {i}" for i in range(5)]
+        await settle(pilot)
+        assert log.scroll_y == 0, "scrolled up: the view stays where the user put it"
+        assert log.border_subtitle == "scrolled up · 5 new below · End follows"
+        backend.queue = ["and one"]
+        await settle(pilot)
+        assert log.border_subtitle.startswith("scrolled up · 6 new")
+        await pilot.press("end")
+        await pilot.pause()
+        assert log.scroll_y == log.max_scroll_y and log.border_subtitle == ""
+        backend.queue = ["after"]
+        await settle(pilot)
+        assert log.scroll_y == log.max_scroll_y and log.lines[-1] == "after"
+
+
+def test_log_lines_round_figures_and_say_whether_an_accepted_candidate_is_a_new_best():
+    joined = event_line(ev.CandidateAccepted(item_id="i1", artifact_id="a2", parent_id="a1", val_mean=0.123456789,
+                                             pool_version=3, best=False))
+    best = event_line(ev.CandidateAccepted(item_id="i2", artifact_id="a3", parent_id="a1", val_mean=0.9, pool_version=4,
+                                           best=True))
+    assert joined is not None and best is not None
+    assert "val_mean=0.123 " in joined and "0.1234" not in joined
+    assert joined.endswith("joined the population, not a new best") and best.endswith("NEW BEST")
+    assert "best=" not in joined
+
+
+def footer_text(app) -> str:
+    footer = app.screen.query_one(Footer)
+    return " ".join(str(k.render()) for k in footer.query("FooterKey"))
+
+
+async def test_a_read_only_view_offers_no_controls():
+    app = frozen_app()  # can_control False, like attach without the control socket
+    async with app.run_test(size=(160, 48)) as pilot:
+        await settle(pilot)
+        assert app.check_action("toggle_pause", ()) is False and app.check_action("drain", ()) is False
+        text = footer_text(app)
+        assert "Pause" not in text and "Drain" not in text and "Wk+" not in text and "Quit" in text
+        titles = [c.title for c in app.get_system_commands(app.screen)]
+        assert not any(t.startswith(("Pause", "Admit nothing")) for t in titles)
+        await pilot.press("2")
+        await settle(pilot)
+        assert app.screen.check_action("approve", ()) is False
+        assert "Approve" not in footer_text(app) and "Unified/split" in footer_text(app)
+
+
+async def test_a_controlling_view_offers_them():
+    app = app_with(DecidingBackend(2))
+    async with app.run_test(size=(160, 48)) as pilot:
+        await settle(pilot)
+        assert app.check_action("toggle_pause", ()) is True and "Pause" in footer_text(app)
+        await pilot.press("2")
+        await settle(pilot)
+        assert app.screen.check_action("approve", ()) is True and "Approve" in footer_text(app)
+
+
+@pytest.mark.parametrize("size", [(80, 24), (160, 48)])
+async def test_the_status_line_shows_speculation(size):
+    backend = FrozenBackend()
+    app = app_with(backend)
+    async with app.run_test(size=size) as pilot:
+        await settle(pilot)
+        bar = app.screen.status_bar
+        assert "spec off" in str(bar.render())
+        backend.snap = replace(backend.snap, speculation=True)
+        await settle(pilot)
+        assert "spec on" in str(bar.render())
+
+
+def test_keymap_clashes_are_refused_naming_the_other_binding():
+    with pytest.raises(UISettingsError, match=r"'q' for pause clashes with quit \(q\) on the dashboard, review, "
+                                              r"lineage and diff screens"):
+        check_keymap({"pause": "q"}, binding_ids())
+    with pytest.raises(UISettingsError, match=r"'r' for review.approve clashes with review.reject \(r\) on the review"):
+        check_keymap({"review.approve": "r"}, binding_ids())
+    with pytest.raises(UISettingsError, match=r"'ctrl\+p' for pause clashes with the command palette"):
+        check_keymap({"pause": "ctrl+p"}, binding_ids())
+    check_keymap({"pause": "q", "quit": "space"}, binding_ids())  # a swap is fine
+    check_keymap({"review.approve": "m"} | {"diff.mode": "v"}, binding_ids())
+
+
+def test_the_cli_refuses_a_clashing_keymap_before_taking_the_terminal(tmp_path):
+    ui = tmp_path / "ui.toml"
+    ui.write_text('[keymap]\npause = "p"\n')
+    proc = subprocess.run([sys.executable, "-m", "evotui.cli", "attach", "--db", str(tmp_path / "x.db"),
+                           "--ui-config", str(ui)], capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert proc.returncode == 2
+    assert "keymap clash: 'p' for pause clashes with policy (p)" in proc.stderr
+
+
+EXIT_WITH_CLIENT = """
+import asyncio, sys
+from pathlib import Path
+from engine.runner import EngineRun
+from evotui.control import ControlClient, ControlServer, socket_path
+
+async def main(db):
+    run = await EngineRun.create("rules", [("t", {"sim": {"time_scale": 400}, "budget": {"max_proposals": 3}})], db)
+    server = ControlServer(run, socket_path(db, run.ctx.run_id))
+    assert await server.start()
+    client = ControlClient(socket_path(db, run.ctx.run_id))
+    assert await client.connect()
+    await client.request("snapshot")
+    await run.run()
+    await server.close()
+    assert client.connected
+    print("closed with a client connected")
+
+asyncio.run(main(Path(sys.argv[1])))
+"""
+
+
+def test_no_traceback_when_a_client_is_connected_at_exit(tmp_path):
+    proc = subprocess.run([sys.executable, "-c", EXIT_WITH_CLIENT, str(tmp_path / "r.db")], capture_output=True,
+                          text=True, timeout=120, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    assert "closed with a client connected" in proc.stdout
+    assert "Traceback" not in proc.stderr and "CancelledError" not in proc.stderr, proc.stderr
