@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TextIO
 
 from engine.context import EXIT_IO
+from engine.evaluator import EXIT_EVALUATOR_LOST
 from engine.events import Subscription
 from engine.runner import EngineRun, RunResult
 from engine.snapshot import EngineSnapshot
@@ -61,6 +62,8 @@ def report(term: Terminal, run: EngineRun, result: RunResult, resume_hint: str) 
     elif result.exit_code == EXIT_IO:
         term.say(f"evotui: error: {result.reason}")
     elif result.status == "interrupted":
+        if result.exit_code == EXIT_EVALUATOR_LOST:  # the cluster went away: say so before the hint
+            term.say(f"evotui: error: {result.reason}")
         term.say(f"evotui: run interrupted; continue with: {resume_hint}")
     term.say(closing_line(result.summary))
     term.write(sys.stdout, json.dumps(result.summary))

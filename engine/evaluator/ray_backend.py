@@ -63,6 +63,11 @@ def _in_thread(fn: Callable[[], Any]) -> asyncio.Future:
     return fut
 
 
+def _consume(fut: asyncio.Future) -> None:
+    if not fut.cancelled():
+        fut.exception()
+
+
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()
     return f"{type(exc).__name__}: {text[0][:200] if text else ''}".rstrip(": ")
@@ -210,6 +215,7 @@ class RayEvaluator:
         try:
             await asyncio.wait({fut, lost}, return_when=asyncio.FIRST_COMPLETED)
         except asyncio.CancelledError:
+            fut.add_done_callback(_consume)  # Ray settles it with TaskCancelledError: nobody waits for that
             self._cancel(ref)
             raise
         finally:
