@@ -129,6 +129,16 @@ class EndpointConfig(_Model):
             raise ValueError("must be sim://, local:// or start with http:// or https://")
         return v.rstrip("/")
 
+    @model_validator(mode="before")
+    @classmethod
+    def _url_of_a_list(cls, data: object) -> object:
+        """With endpoints and no url, url names the first (so the run is not taken for simulated)."""
+        if isinstance(data, dict) and data.get("endpoints") and "url" not in data:
+            first = data["endpoints"][0]
+            if isinstance(first, dict) and isinstance(first.get("url"), str):
+                return {**data, "url": first["url"]}
+        return data
+
 
 class LocalConfig(_Model):
     """The managed llama.cpp server of endpoints with url local:// (pip install 'evotui[local]')."""

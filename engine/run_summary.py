@@ -57,6 +57,9 @@ def run_summary(run: "EngineRun", status: str, reason: str) -> dict:
         "llm_by_stage": {stage: {"calls": n, "tokens": ctx.tally.tokens_by_stage[stage],
                                  "calls_per_proposal": round(n / snap.proposals, 3) if snap.proposals else None}
                          for stage, n in sorted(ctx.tally.calls_by_stage.items())},
+        # Per endpoint (several per stage with [task_llm] endpoints): calls, errors, health.
+        "llm_endpoints": [f for c in {id(c): c for c in (ctx.task_llm, ctx.reflection_llm)}.values()
+                          for f in c.figures()],
         **_kind_figures(run, snap),
     }
 

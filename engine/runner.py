@@ -25,6 +25,7 @@ from engine.evaluator import EXIT_EVALUATOR_LOST
 from engine.events import EventBus
 from engine.items import WorkItem
 from engine.llm.client import LLMClient
+from engine.llm.routing import RoutedClient
 from engine.llm.errors import LLMError
 from engine.llm.redact import REDACTED, has_credentials, redact_mapping, redact_url
 from engine.llm.local import LocalServerError, client_endpoint, start_for_config
@@ -397,6 +398,8 @@ async def _build_context(run_id: str, config: RunConfig, task: PromptTask, store
             client = LLMClient(client_endpoint(ep, local), name=name, on_call=sink)
         elif ep.url == SIM_URL:
             client = LLMClient(ep, name=name, transport=transport, base_url=SIM_BASE, on_call=sink)
+        elif ep.endpoints:
+            client = RoutedClient(ep, name=name, on_call=sink)
         else:
             client = LLMClient(ep, name=name, on_call=sink)
         clients.append(client)

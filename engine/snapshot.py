@@ -174,10 +174,11 @@ def _live_fields(orch: "Orchestrator") -> tuple[dict[str, Any], RunState]:
                           ended=s.stats.ended)
             for s in orch.stages.values()
         ),
+        # One row per server: a stage with several endpoints shows each (task#1, task#2, ...).
         llm=tuple(
-            LLMSnapshot(endpoint=name, url=c.base_url, in_flight=c.in_flight, calls=c.calls, errors=c.errors,
-                        retries=c.retries)
-            for name, c in clients
+            LLMSnapshot(endpoint=name if len(client.endpoints) == 1 else f"{name}#{k}", url=c.base_url,
+                        in_flight=c.in_flight, calls=c.calls, errors=c.errors, retries=c.retries)
+            for name, client in clients for k, c in enumerate(client.endpoints, start=1)
         ),
         budget_spent=MappingProxyType(ctx.budget.counters(elapsed)),
         budget_limits=MappingProxyType(ctx.budget.limits_dict()),

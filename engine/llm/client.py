@@ -160,6 +160,16 @@ class LLMClient:
         """Calls whose prompt was shrunk after a context overflow."""
         return self._shrunk
 
+    @property
+    def endpoints(self) -> tuple["LLMClient", ...]:
+        """The servers behind this client: itself (a RoutedClient has several)."""
+        return (self,)
+
+    def figures(self) -> list[dict]:
+        """Per-endpoint figures for the run's summary (one endpoint here)."""
+        return [{"stage": self.name, "url": self.base_url, "model": self.model, "in_flight": self._in_flight,
+                 "calls": self._calls, "errors": self._errors, "retries": self._retries}]
+
     def match_slots(self, slots: int) -> None:
         """Send at most `slots` requests at once (the server queues the rest, which would count
         against our timeouts). Only before the first chat()."""
