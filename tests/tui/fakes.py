@@ -59,6 +59,8 @@ class FrozenBackend(Backend):
         self.snap = frozen_snapshot()
         self.history = frozen_history()
         self._polled = False
+        self.clock = time.time
+        """Wall time the pending items' ages count from (snapshot tests fix it)."""
 
     def frame(self) -> Frame:
         depth = {"rollout": (0, 2, 4, 6, 3, 3), "propose": (4, 8, 12, 16, 16, 16), "evaluate": (1, 2, 3, 5, 5, 5),
@@ -87,7 +89,7 @@ class FrozenBackend(Backend):
         ]
 
     def pending(self) -> list[PendingReview]:
-        now = time.time()
+        now = self.clock()
         return [PendingReview("i000033", "evaluate", "a000016", BETTER, BETTER.replace("lower", "upper"), now - 42),
                 PendingReview("i000034", "evaluate", "a000004", CHILD, CHILD + "\nNo trailing spaces.", now - 7)]
 

@@ -52,6 +52,15 @@ class ProgramBackend(FrozenBackend):
         ]
 
 
+    def pending(self) -> list[PendingReview]:
+        now = self.clock()
+        better = PROGRAM.replace("xs)", "xs, key=abs)")
+        return [PendingReview("i000041", "evaluate", "a000016", better, better.replace("key=abs", "key=abs, reverse=True"),
+                              now - 42),
+                PendingReview("i000042", "evaluate", "a000000", PROGRAM, PROGRAM.replace("sorted(xs)", "sorted(set(xs))"),
+                              now - 7)]
+
+
 class DecidingBackend(FrozenBackend):
     """Takes decide commands: approve/reject remove the item, skip sends it to the back."""
 

@@ -1,11 +1,27 @@
-"""Snapshot tests on frozen data at 80x24 and 160x48 (plain `def`: snap_compare runs its own loop).
+"""Snapshot tests on frozen data: every screen at 80x24, 120x36 and 160x48, in the dark and the
+light theme, for a prompt task and a program task; the dashboard's tabs at each size; the split
+diff and the too-small notice. Plain `def`: snap_compare runs its own loop.
 
-Update with `python -m pytest tests/tui --snapshot-update` after reviewing the HTML report.
+Update with `python -m pytest tests/tui/test_snapshots.py --snapshot-update` after reviewing the
+HTML report.
 """
 
 import pytest
 
-from tests.tui.fakes import frozen_app
+from evotui.tui.launch import prepare
+from evotui.tui.screens import review
+from tests.tui.fakes import FrozenBackend, frozen_app
+from tests.tui.fakes_evidence import ProgramBackend, app_with
+
+SIZES = [(80, 24), (120, 36), (160, 48)]
+NOW = 1_800_000_000.0
+"""The wall clock of every snapshot (pending items' ages count from it)."""
+TASKS = {"prompt": FrozenBackend, "program": ProgramBackend}
+SCREENS = {"dashboard": (), "review": ("2",), "lineage": ("3",)}
+
+
+def size_id(size) -> str:
+    return f"{size[0]}x{size[1]}"
 
 
 async def _settle(pilot) -> None:
@@ -14,18 +30,39 @@ async def _settle(pilot) -> None:
     await pilot.pause()
 
 
-@pytest.mark.parametrize("size", [(80, 24), (160, 48)])
-def test_dashboard(snap_compare, size):
-    assert snap_compare(frozen_app(), terminal_size=size, run_before=_settle)
+def frozen(task: str, theme: str, monkeypatch):
+    monkeypatch.setattr(review, "clock", lambda: NOW)
+    backend = TASKS[task]()
+    backend.clock = lambda: NOW
+    app = app_with(backend)
+    app._theme_name = prepare(app, theme, [])
+    return app
 
 
-@pytest.mark.parametrize("size", [(80, 24), (160, 48)])
-def test_review_queue(snap_compare, size):
+def keys(*pressed: str):
     async def go(pilot):
-        await pilot.press("2")
         await _settle(pilot)
+        for key in pressed:
+            await pilot.press(key)
+            await _settle(pilot)
 
-    assert snap_compare(frozen_app(), terminal_size=size, run_before=go)
+    return go
+
+
+@pytest.mark.parametrize("size", SIZES, ids=size_id)
+@pytest.mark.parametrize("theme", ["evotui-dark", "evotui-light"])
+@pytest.mark.parametrize("task", TASKS)
+@pytest.mark.parametrize("screen", SCREENS)
+def test_screen(snap_compare, monkeypatch, screen, task, theme, size):
+    app = frozen(task, theme, monkeypatch)
+    assert snap_compare(app, terminal_size=size, run_before=keys(*SCREENS[screen]))
+
+
+@pytest.mark.parametrize("size", SIZES, ids=size_id)
+@pytest.mark.parametrize("tab", [1, 2, 3, 4], ids=["scores", "queues-gaps", "llm", "budget"])
+def test_dashboard_tab(snap_compare, monkeypatch, tab, size):
+    app = frozen("prompt", "evotui-dark", monkeypatch)
+    assert snap_compare(app, terminal_size=size, run_before=keys(*["right_square_bracket"] * tab))
 
 
 def test_lineage_and_split_diff(snap_compare):

@@ -3,6 +3,7 @@
 
 import pytest
 
+from evotui.tui.screens import review
 from evotui.tui.screens.lineage import DiffScreen
 from tests.tui.fakes_evidence import EvidenceBackend, ProgramBackend, app_with
 from tests.tui.test_diff_reading import NEW, OLD
@@ -15,12 +16,16 @@ async def _settle(pilot) -> None:
 
 
 @pytest.mark.parametrize("size", [(80, 24), (120, 36)])
-def test_review_with_evidence(snap_compare, size):
+def test_review_with_evidence(snap_compare, monkeypatch, size):
     async def go(pilot):
         await pilot.press("2")
         await _settle(pilot)
 
-    assert snap_compare(app_with(EvidenceBackend()), terminal_size=size, run_before=go)
+    now = 1_800_000_000.0  # ages count from a fixed clock
+    monkeypatch.setattr(review, "clock", lambda: now)
+    backend = EvidenceBackend()
+    backend.clock = lambda: now
+    assert snap_compare(app_with(backend), terminal_size=size, run_before=go)
 
 
 @pytest.mark.parametrize("backend", [EvidenceBackend, ProgramBackend])
