@@ -90,3 +90,55 @@ def test_run_in_a_pty_pause_review_quit(tmp_path):
         assert '"status": "interrupted"' in term.text or '"status": "completed"' in term.text
     finally:
         term.close()
+
+
+def test_every_panel_is_reachable_by_keyboard_at_80x24(tmp_path):
+    """The real TUI at 80x24: each dashboard tab, the review queue, the lineage and its diff, the
+    key help, reached with keys only."""
+    argv = [sys.executable, "-m", "evotui.cli", "run", "rules", "--db", str(tmp_path / "r.db"), "--max-proposals", "400",
+            "--time-scale", "400", "--no-mouse"]
+    term = Term(argv, tmp_path, cols=80, rows=24)
+    try:
+        at = term.wait_for("RUNNING", timeout=20)
+        at = term.wait_for("Events", after=at)
+        term.wait_for("acc ·", after=at)
+        term.send(" ")
+        at = term.wait_for("PAUSED", after=at)
+        for needles in (["Best and mean score", "Proposals per minute"],
+                        ["Version gaps", "Queue depth per stage", "Version gap histogram"],
+                        ["LLM calls and tokens", "LLM latency percentiles", "endpoint"],
+                        ["reserved by"]):
+            term.send("]")
+            for needle in needles:
+                term.wait_for(needle, after=at)
+            at = len(term.text)
+        term.send("]")
+        term.wait_for("Events", after=at)
+        at = len(term.text)
+        term.send("2")
+        term.wait_for("Waiting (", after=at)
+        at = len(term.text)
+        term.send("3")
+        term.wait_for("best", after=at)
+        at = len(term.text)
+        term.send("\r")
+        term.wait_for(" vs ", after=at)
+        at = len(term.text)
+        term.send("\x1b")
+        term.wait_for("Copy id", after=at)  # back on the lineage (a key right after escape reads as alt+key)
+        at = len(term.text)
+        term.send("1")
+        term.wait_for("Overview", after=at)
+        at = len(term.text)
+        term.send("\x1bOP")  # F1
+        term.wait_for("Tabs", after=at)
+        term.send("q")
+        term.wait_for("Stop the run and quit?")
+        term.send("y")
+        end = time.monotonic() + 30
+        while term.proc.poll() is None and time.monotonic() < end:
+            term.read(0.1)
+        assert term.proc.returncode in (0, 130), term.text[-1500:]
+        assert "Traceback" not in term.text
+    finally:
+        term.close()
