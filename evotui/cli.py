@@ -96,6 +96,9 @@ def build_parser() -> argparse.ArgumentParser:
     from evotui import trace_cmd
 
     trace_cmd.add_parsers(sub, DEFAULT_DB)  # evotui export / import / analyze / replay (EvoTrace)
+    from evotui import bench_evaluator
+
+    bench_evaluator.add_parser(sub)  # evotui bench-evaluator: local sandbox vs Ray
 
     rst = sub.add_parser("restore", help="make an earlier validated artifact the run's active best (audited)")
     rst.add_argument("run_id", help="run id (see `evotui runs`)")
@@ -188,6 +191,10 @@ def _dispatch(args: argparse.Namespace) -> int:
         from evotui import bench
 
         return bench.main(args)
+    if args.command == "bench-evaluator":
+        from evotui import bench_evaluator
+
+        return bench_evaluator.main(args)
     if args.command == "bench-db":
         from evotui import bench_db
 

@@ -277,3 +277,23 @@ def test_hostile_evaluators_are_contained_on_ray_as_locally(head, tmp_path):
     assert results["dials the Ray head"][1].feedback["how"].startswith("refused")
     assert results["never returns"][1].timed_out and "timeout" in results["never returns"][1].reason
     assert not [p for p in scratch.iterdir() if p.name.startswith("evotui-eval-")]
+
+
+def test_without_an_address_a_local_ray_instance_lives_as_long_as_the_run(tmp_path_factory, tmp_path):
+    ray_tmp = tmp_path_factory.mktemp("rl")
+    proc = evotui("run", "circle_packing", "--no-ui", "--db", str(tmp_path / "r.db"), "--evaluator", "ray",
+                  "--config", str(config_file(tmp_path, local_num_cpus=1)), "--max-metric-calls", "3", *FAST,
+                  env={**RAY_ENV, "RAY_TMPDIR": str(ray_tmp)}, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    s = summary_of(proc)
+    assert s["status"] == "completed" and s["metric_calls"] == 3
+    assert s["evaluator"]["address"] == "local" and s["evaluator"]["limit"] == 1
+    assert any(ray_tmp.iterdir()), "the local instance did not keep its files under RAY_TMPDIR"
+
+    def leftovers() -> list[int]:
+        return [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit() and str(ray_tmp) in _cmdline(int(p.name))]
+
+    deadline = time.monotonic() + 60
+    while leftovers() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert leftovers() == [], "processes of the run's Ray instance outlived the run"
