@@ -73,6 +73,25 @@ def _first_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text[0][:200] if text else ''}".rstrip(": ")
 
 
+def capacity(needs: dict[str, float], total: dict, available: dict, running: int, max_in_flight: int | None,
+             where: str = "") -> int:
+    """Evaluations at once: as many as the cluster holds, and no more than fit now besides the
+    `running` ones (other jobs may hold part of it); at least 1, at most max_in_flight."""
+    if not needs:
+        fits_total = fits_now = int(total.get("CPU", 1)) or 1
+    else:
+        missing = [k for k, v in needs.items() if total.get(k, 0) < v]
+        if missing:
+            k = missing[0]
+            name = {"CPU": "num_cpus", "GPU": "num_gpus"}.get(k, "memory_mb")
+            raise EvaluatorSetupError(f"one evaluation reserves {needs[k]:g} {k} but the Ray cluster at {where} has "
+                                      f"{total.get(k, 0):g} in all; lower [evaluator] {name} or add such nodes")
+        fits_total = min(math.floor(total.get(k, 0) / v) for k, v in needs.items())
+        fits_now = running + min(math.floor(available.get(k, 0) / v) for k, v in needs.items())
+    limit = max(1, min(fits_total, fits_now))
+    return min(limit, max_in_flight) if max_in_flight else limit
+
+
 class RayEvaluator:
     backend = "ray"
 
@@ -140,22 +159,7 @@ class RayEvaluator:
                                   ("memory", (c.memory_mb or 0) * 1024 * 1024)) if v}
 
     def capacity(self, total: dict, available: dict) -> int:
-        """Evaluations at once: as many as the cluster holds, and no more than fit now besides
-        the ones running (other jobs may hold part of it)."""
-        needs = self._needs()
-        if not needs:
-            fits_total = fits_now = int(total.get("CPU", 1)) or 1
-        else:
-            missing = [k for k, v in needs.items() if total.get(k, 0) < v]
-            if missing:
-                k = missing[0]
-                raise EvaluatorSetupError(f"no node of the Ray cluster at {self.where} has {needs[k]:g} {k} for one "
-                                          f"evaluation (the cluster has {total.get(k, 0):g}); lower [evaluator] "
-                                          f"num_{k.lower()}s or add such nodes")
-            fits_total = min(math.floor(total.get(k, 0) / v) for k, v in needs.items())
-            fits_now = self.running + min(math.floor(available.get(k, 0) / v) for k, v in needs.items())
-        limit = max(1, min(fits_total, fits_now))
-        return min(limit, self.cfg.max_in_flight) if self.cfg.max_in_flight else limit
+        return capacity(self._needs(), total, available, self.running, self.cfg.max_in_flight, self.where)
 
     async def _refresh(self) -> None:
         """One health probe: the cluster's resources within lost_after_s, or the cluster is lost."""

@@ -12,10 +12,12 @@ it into a resumable stop (exit code EXIT_EVALUATOR_LOST, run status "interrupted
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from engine.sandbox import EvalResult, Sandbox, SandboxLimits
-from engine.service_config import EvaluatorConfig
+
+if TYPE_CHECKING:  # the Ray workers import this package: it stays free of pydantic at run time
+    from engine.service_config import EvaluatorConfig
 
 EXIT_EVALUATOR_LOST = 6
 """Exit code of a run stopped because its evaluation cluster went away (resume continues it)."""
