@@ -120,8 +120,11 @@ def navigator_messages(description: str, parent_summary: str, sample: list[Trans
     for t in sample:
         result = (f"not scored ({t.failure})" if t.category == "failed" else
                   f"{_score(t.child_score)} (delta {t.delta:+.4g})")
+        # One line per summary (a summary has a NEW and a PRESERVES line), so each transition
+        # reads as three lines.
+        before, after = " ".join(t.parent_summary.split()), " ".join(t.child_summary.split())
         lines.append(f"- [{t.category}] {t.parent_id} -> {t.child_id}: score {_score(t.parent_score)} -> "
-                     f"{result}\n  before: {t.parent_summary or '(initial)'}\n  after: {t.child_summary}")
+                     f"{result}\n  before: {before or '(initial)'}\n  after: {after}")
     user = (f"## Task\n{description[:DESCRIPTION_CHARS]}\n\n## Parent being improved\n"
             f"{parent_summary or '(the initial candidate, or not yet summarised)'}\n\n## Transitions\n" + "\n".join(lines))
     return [{"role": "system", "content": system}, {"role": "user", "content": user}]

@@ -127,3 +127,14 @@ def test_the_planner_continues_what_the_newest_summary_reports() -> None:
     system = "evotui-pes-planner: plan"
     reply = answer([{"role": "system", "content": system}, {"role": "user", "content": user}], "plan", random.Random(0))
     assert "1. Lower scale (now 3)" in reply
+
+
+def test_the_navigator_reads_every_transition_when_summaries_span_lines() -> None:
+    chained = "NEW: raises step (0.25 -> 0.28).\nPRESERVES: the initial construction."
+    sample = [Transition("a000002", "a000004", 0.6, 0.7, "improvement", chained,
+                         "NEW: raises step (0.28 -> 0.3).\nPRESERVES: raises step (0.25 -> 0.28).", 4),
+              Transition("a000002", "a000005", 0.6, 0.5, "decline", chained,
+                         "NEW: lowers scale (3 -> 2).\nPRESERVES: raises step.", 5)]
+    reply = answer(navigator_messages("Maximise.", "", sample), "navigate", random.Random(0))
+    assert reply.startswith("Of 2 recent changes, 1 improved, 0 were mixed, 1 declined")
+    assert "raise step" in reply and "Avoid lowering scale" in reply

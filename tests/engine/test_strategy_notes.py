@@ -84,7 +84,7 @@ def test_failed_candidates_reach_the_navigator_and_are_always_sampled() -> None:
     assert out == {"guidance": "Avoid edits that break the syntax.", "guidance_version": "3"}
     user = env.asked[0][1][1]["content"]
     assert "- [failed] a000001 -> i0009: score 0.6 -> not scored (patch failed: SEARCH text not found)" in user
-    assert "after: (failed) -    r = 0.1 | +    r = 0.1 ((:" in user
+    assert "after: (failed) - r = 0.1 | + r = 0.1 ((:" in user
 
 
 def test_a_buffer_with_only_failures_still_guides_and_the_simulator_names_them() -> None:
