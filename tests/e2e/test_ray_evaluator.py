@@ -13,6 +13,7 @@ import asyncio
 import importlib.util
 import json
 import os
+import secrets
 import shutil
 import signal
 import socket
@@ -30,8 +31,10 @@ if importlib.util.find_spec("ray") is None:
         raise RuntimeError("EVOTUI_REQUIRE_RAY=1 but ray is not importable: pip install 'evotui[ray]'")
     pytest.skip("ray is not installed (pip install 'evotui[ray]')", allow_module_level=True)
 
-RAY_ENV = {"RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0"}
-"""Loopback-only test clusters: no token file in the home directory, no usage report."""
+RAY_ENV = {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(32), "RAY_USAGE_STATS_ENABLED": "0"}
+"""Ray listens on every interface whatever --node-ip-address says: the test clusters require a
+token, a fresh one per module, given through the environment (no file in the home directory),
+and report no usage."""
 
 
 class Head:
@@ -218,7 +221,8 @@ def evaluate(p):
     "reads the worker's secrets": """
 import os
 def evaluate(p):
-    return {{"combined_score": 1.0, "how": "|".join(k for k in os.environ if "SECRET" in k or "API_KEY" in k)}}
+    return {{"combined_score": 1.0, "how": "|".join(k for k in os.environ
+                                               if "SECRET" in k or "API_KEY" in k or "TOKEN" in k)}}
 """,
     "dials the Ray head": """
 import socket
@@ -237,7 +241,7 @@ def evaluate(p):
 }
 
 
-def test_hostile_evaluators_are_contained_on_ray_as_locally(head, tmp_path):
+def test_hostile_evaluators_are_contained_on_ray_as_locally(head, tmp_path, monkeypatch):
     from engine.evaluator import LocalEvaluator
     from engine.evaluator.ray_backend import RayEvaluator
     from engine.sandbox import Sandbox, SandboxLimits
@@ -246,11 +250,12 @@ def test_hostile_evaluators_are_contained_on_ray_as_locally(head, tmp_path):
     limits = SandboxLimits(wall_s=3, memory_mb=1024)
     scratch = tmp_path / "scratch"
     scratch.mkdir()
-    secrets = frozenset({"SECRET_API_KEY"})
-    local = LocalEvaluator(Sandbox(limits, scratch_root=scratch, secret_vars=secrets))
-    os.environ.update(RAY_ENV)
+    keys = frozenset({"SECRET_API_KEY"})
+    local = LocalEvaluator(Sandbox(limits, scratch_root=scratch, secret_vars=keys))
+    for k, v in RAY_ENV.items():
+        monkeypatch.setenv(k, v)
     remote = RayEvaluator(EvaluatorConfig(backend="ray", address=head.address, scratch_root=str(scratch)),
-                          limits, secrets)
+                          limits, keys)
 
     async def both() -> dict:
         out = {}
@@ -264,11 +269,7 @@ def test_hostile_evaluators_are_contained_on_ray_as_locally(head, tmp_path):
         await remote.aclose()
         return out
 
-    try:
-        results = asyncio.run(both())
-    finally:
-        for k in RAY_ENV:
-            os.environ.pop(k, None)
+    results = asyncio.run(both())
     for name, (here, there) in results.items():
         assert (here.ok, here.timed_out, here.score) == (there.ok, there.timed_out, there.score), name
         assert here.feedback == there.feedback, name
