@@ -106,8 +106,7 @@ class RunHistory:
 
 
 class SnapshotFeed:
-    """Extends a RunHistory from engine snapshots, sampled while the run is running (a paused or
-    finished run adds nothing, so its plots stay still)."""
+    """Extends a RunHistory from engine snapshots; the clock advances only while the run runs."""
 
     def __init__(self, history: RunHistory, clock=time.time) -> None:
         self.history = history
@@ -117,11 +116,12 @@ class SnapshotFeed:
         self._proposals: int | None = None
 
     def observe(self, snap, mean: float | None, idle: bool) -> None:
-        if idle:
-            return
+        """Record what changed; while `idle` (paused or finished) at the time the run went idle,
+        so the time axes stand still while work still in flight lands."""
         h = self.history
-        t = self.clock() - h.start
-        self.now = t
+        if not idle:
+            self.now = self.clock() - h.start
+        t = self.now
         h.add_scores(t, snap.best_score, mean)
         if self._proposals is not None:
             h.add_proposals(t, snap.proposals - self._proposals)
@@ -162,7 +162,11 @@ def score_lines(history: RunHistory, now: float) -> list[Line]:
 
 def rate_line(history: RunHistory, times: Iterable[float], now: float, buckets: int, label: str,
               weights: Iterable[float] | None = None) -> Line:
-    """Events (or a weight per event) per plotted minute in `buckets` equal windows up to now."""
+    """Events (or a weight per event) per plotted minute in equal windows up to now: `buckets`
+    of them, or fewer when the events carry fewer distinct times (a history extended from
+    snapshots has one time per sample; finer windows would alternate between empty and full)."""
+    times = list(times)
+    buckets = max(1, min(buckets, len(set(times))))
     width, first = _window(now, buckets)
     counts = [0.0] * buckets
     for t, w in zip(times, weights if weights is not None else _ones()):

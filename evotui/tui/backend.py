@@ -145,12 +145,12 @@ def event_line(event: Event) -> str | None:
     stamp = time.strftime("%H:%M:%S", time.localtime(d.pop("t")))
     kind = d.pop("event")
     d.pop("minibatch", None)
-    best = d.pop("best", None) if kind == "candidate_accepted" else None
-    detail = " ".join(f"{k}={rounded(v)}" for k, v in d.items() if v not in ("", None))
-    if best is not None:
+    if kind == "candidate_accepted":
         # Accepted means "joined the population" (for program tasks every candidate that
-        # evaluates does); only some of those beat every earlier artifact.
-        detail += " · NEW BEST" if best else " · joined the population, not a new best"
+        # evaluates does); only some of those beat every earlier artifact. Said first, so an
+        # 80-column log shows it.
+        kind += ": NEW BEST" if d.pop("best", False) else ": joined the population"
+    detail = " ".join(f"{k}={rounded(v)}" for k, v in d.items() if v not in ("", None))
     return f"{stamp} {kind} {detail}"
 
 

@@ -105,6 +105,10 @@ async def test_the_log_follows_unless_scrolled_up_and_says_so():
         backend.queue = [f"line {i}" for i in range(40)]
         await settle(pilot)
         assert log.max_scroll_y > 0 and log.scroll_y == log.max_scroll_y and not log.border_subtitle
+        log.add(["burst 1"])  # two writes before the first one's scroll lands: still following
+        log.add(["burst 2"])
+        await pilot.pause()
+        assert log.scroll_y == log.max_scroll_y and not log.border_subtitle
         log.scroll_home(animate=False)
         await pilot.pause()
         backend.queue = [f"more {i}" for i in range(5)]
@@ -120,6 +124,11 @@ async def test_the_log_follows_unless_scrolled_up_and_says_so():
         backend.queue = ["after"]
         await settle(pilot)
         assert log.scroll_y == log.max_scroll_y and log.lines[-1] == "after"
+        await pilot.resize_terminal(80, 40)  # a taller log clamps the offset: not a scroll up
+        await settle(pilot)
+        backend.queue = ["taller"]
+        await settle(pilot)
+        assert log.following and log.scroll_y == log.max_scroll_y and not log.border_subtitle
 
 
 def test_log_lines_round_figures_and_say_whether_an_accepted_candidate_is_a_new_best():
@@ -129,7 +138,8 @@ def test_log_lines_round_figures_and_say_whether_an_accepted_candidate_is_a_new_
                                            best=True))
     assert joined is not None and best is not None
     assert "val_mean=0.123 " in joined and "0.1234" not in joined
-    assert joined.endswith("joined the population, not a new best") and best.endswith("NEW BEST")
+    assert " candidate_accepted: joined the population item_id=i1 " in joined
+    assert " candidate_accepted: NEW BEST item_id=i2 " in best
     assert "best=" not in joined
 
 

@@ -89,16 +89,19 @@ def _snap(**kw):
     return SimpleNamespace(**{**base, **kw})
 
 
-def test_the_feed_adds_only_while_running_and_only_changes():
+def test_the_feed_records_changes_and_its_clock_runs_only_while_running():
     h = RunHistory(start=100.0)
     clock = iter([101.0, 102.0, 103.0, 104.0]).__next__
     feed = SnapshotFeed(h, clock=clock)
     feed.observe(_snap(), 0.4, idle=False)
     assert list(h.best) == [(1.0, 0.5)] and list(h.proposals) == [] and h.gaps == {0: 1}
     rev = h.revision
-    feed.observe(_snap(), 0.4, idle=True)  # paused: nothing moves, not even the clock
+    feed.observe(_snap(), 0.4, idle=True)  # paused, nothing new: nothing moves, not even the clock
     assert h.revision == rev and feed.now == 1.0
-    feed.observe(_snap(), 0.4, idle=False)  # running, nothing new: only the clock moves
+    feed.observe(_snap(best_score=0.6), 0.4, idle=True)  # in-flight work landed while paused
+    assert list(h.best)[-1] == (1.0, 0.6) and feed.now == 1.0
+    rev = h.revision
+    feed.observe(_snap(best_score=0.6), 0.4, idle=False)  # running, nothing new: only the clock moves
     assert h.revision == rev and feed.now == 2.0
     feed.observe(_snap(best_score=0.7, proposals=5, stages=(SimpleNamespace(name="propose", depth=0),)), 0.5,
                  idle=False)

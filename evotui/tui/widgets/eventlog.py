@@ -6,35 +6,37 @@ from textual.widgets import Log
 
 
 class FollowLog(Log):
-    """A Log that keeps to its end while the view is at the end. Scrolled up, it stays put and
-    its subtitle counts the lines written below; scrolling back to the end (or End on the
-    dashboard) follows again."""
+    """A Log that keeps to its end while following. Scrolling up stops following: the view stays
+    put and the subtitle counts the lines written below; scrolling back to the end (or End on
+    the dashboard) follows again. Following is a state changed only by scrolling, not a test of
+    the scroll position at each write (a write lands before the previous one's scroll)."""
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, auto_scroll=False, **kwargs)
         self.unseen = 0
-
-    @property
-    def following(self) -> bool:
-        return self.scroll_y >= self.max_scroll_y
+        self.following = True
 
     def add(self, lines: list[str]) -> None:
         if not lines:
             return
-        follow = self.following
-        self.write_lines(lines, scroll_end=follow)
-        if not follow:
+        self.write_lines(lines, scroll_end=self.following)
+        if not self.following:
             self.unseen += len(lines)
             self.border_subtitle = f"scrolled up · {self.unseen} new below · End follows"
 
     def follow(self) -> None:
+        self.following = True
         self.scroll_end(animate=False)
         self._caught_up()
 
     def watch_scroll_y(self, old: float, new: float) -> None:
         super().watch_scroll_y(old, new)
-        if self.unseen and new >= self.max_scroll_y:
-            self._caught_up()
+        if new >= self.max_scroll_y:  # at the end, also when a taller view clamped the offset
+            if not self.following:
+                self.following = True
+                self._caught_up()
+        elif new < old:  # up and away from the end: only the user does that; writes scroll down
+            self.following = False
 
     def _caught_up(self) -> None:
         self.unseen = 0
