@@ -5,7 +5,8 @@ so the only difference between rows is the execution mode. Throughput is proposa
 *simulated* minute of pipeline time; figures are medians over seeds with min-max spread.
 `--zero-latency` instead measures the engine itself: a backend that answers instantly, SQLite
 on, reporting LLM calls and proposals per wall second. `--strategies a,b,c` instead compares
-search strategies under sync and async (bench_strategies.py).
+search strategies under sync and async (bench_strategies.py). `--peers gepa,gepa-pxn,openevolve`
+adds the real libraries as rows (bench_peers.py), interleaved with evotui's modes.
 """
 
 from __future__ import annotations
@@ -19,7 +20,11 @@ from pathlib import Path
 
 from engine.config import SimConfig
 from engine.runner import EngineRun, SetupError
+from engine.tasks.prompt_task import TaskError
+from evotui import bench_peers
 from evotui import bench_report as report
+from evotui import peers as peers_mod
+from evotui.peers.sim_endpoint import SimEndpointError
 
 # Reflective and guarded share the threshold, so their wasted tokens compare like for like.
 _REFLECTIVE = {"mode": "async", "policy": "reflective", "max_gap": 2}
@@ -61,12 +66,14 @@ async def run_one(task: str, mode: str, seed: int, profile: str, proposals: int,
     run = await EngineRun.create(task, layers, db)
     result = await run.run()
     s = result.summary
+    program = run.ctx.task.kind == "program"
     state = run.sim_state
     ctx = run.ctx
     checks = sum(v for k, v in ctx.staleness_counts.items() if not k.startswith("reflect_"))
     patched = ctx.staleness_counts.get("reflect_patch", 0)
     return {
         "mode": mode,
+        "settings": settings(run.ctx.config.pipeline),
         "seed": seed,
         "status": result.status,
         "proposals": s["proposals"],
@@ -76,6 +83,8 @@ async def run_one(task: str, mode: str, seed: int, profile: str, proposals: int,
         "best_score": s["best_score"],
         "seed_score": s["seed_score"],
         "accepted": s["accepted"],
+        # Program tasks: proposals whose program reached the evaluator (OpenEvolve's database rows).
+        "evaluated": s["accepted"] + s["rejected"] if program else s["proposals"],
         "merges": s["merges_accepted"],
         "llm_calls": s["llm_calls"],
         "tokens_generated": s["completion_tokens"],
@@ -87,10 +96,26 @@ async def run_one(task: str, mode: str, seed: int, profile: str, proposals: int,
         # The issue's definition: mean running requests / capacity (vllm max_num_seqs, api cap).
         "utilization": state.utilization() if state is not None else None,
         "throughput_utilization": state.throughput_utilization() if state is not None else None,
+        "preemptions": state.server.kv_figures().get("preemptions") if state is not None else None,
         "wall_s": s["wall_s"],
         "pipeline_wall_s": run.pipeline_s,
         "best_history": [list(p) for p in ctx.best_history],
     }
+
+
+def settings(p) -> str:
+    """A mode's resolved scheduler settings, as the bench states them beside its figures."""
+    parts = [f"mode={p.mode}", f"minibatch={p.minibatch_size}", f"merge={'on' if p.merge else 'off'}"]
+    if p.mode == "async":
+        parts += [f"policy={p.policy}" + (f"(max_gap={p.max_gap})" if p.max_gap is not None else ""),
+                  f"max_in_flight={p.max_in_flight}", f"speculation={'on' if p.speculation else 'off'}",
+                  f"adaptive={'on' if p.adaptive else 'off'}",
+                  "workers=" + "/".join(f"{k}:{v}" for k, v in sorted(p.workers.items()))]
+    elif p.mode == "pxn":
+        parts.append(f"P={p.pxn_parents} x N={p.pxn_mutations}")
+    elif p.mode == "chain":
+        parts += [f"chains={p.chains}", f"chain_validators={p.chain_validators}"]
+    return " ".join(parts)
 
 
 async def zero_latency(task: str, proposals: int, db_dir: Path) -> dict:
@@ -113,6 +138,26 @@ def _parse_modes(spec: str) -> list[str]:
     return modes
 
 
+def _progress(args: argparse.Namespace, row: dict) -> None:
+    if not args.json:
+        print(f"  {row['mode']:17} seed {row['seed']}: {row['proposals_per_min']:.2f} proposals/min, "
+              f"best {row['best_score']:.3f}", file=sys.stderr, flush=True)
+
+
+def _peers(args: argparse.Namespace) -> list[peers_mod.Peer]:
+    """The real peers asked for with --peers, installed ones only (a one-line notice for the others)."""
+    if not getattr(args, "peers", None):
+        return []
+    from engine.tasks.loader import load_any_task
+
+    chosen = peers_mod.parse(args.peers, load_any_task(args.task).kind)
+    missing = [p.name for p in chosen if not peers_mod.installed(p)]
+    if missing:
+        print(f"evotui: note: peer row(s) {', '.join(missing)} skipped: the package is not installed "
+              "(pip install -e '.[peers]')", file=sys.stderr)
+    return [p for p in chosen if peers_mod.installed(p)]
+
+
 def main(args: argparse.Namespace) -> int:
     from evotui import bench_real
 
@@ -130,9 +175,15 @@ def main(args: argparse.Namespace) -> int:
     if args.seeds < 1 or args.proposals < 1:
         print("evotui: error: --seeds and --proposals must be at least 1", file=sys.stderr)
         return 2
+    try:
+        peers = _peers(args)
+    except (ValueError, TaskError) as exc:
+        print(f"evotui: error: {exc}", file=sys.stderr)
+        return 2
+    time_scale = args.time_scale if args.time_scale is not None else SimConfig().time_scale
 
     async def go() -> dict[str, list[dict]]:
-        results: dict[str, list[dict]] = {m: [] for m in modes}
+        results: dict[str, list[dict]] = {m: [] for m in [*modes, *(p.name for p in peers)]}
         with tempfile.TemporaryDirectory(prefix="evotui-bench-") as tmp:
             if args.zero_latency:
                 results = {"zero": [await zero_latency(args.task, args.proposals, Path(tmp))]}
@@ -142,10 +193,17 @@ def main(args: argparse.Namespace) -> int:
                     row = await run_one(args.task, mode, seed, args.profile, args.proposals, args.time_scale,
                                         Path(tmp) / f"{mode}-{seed}.db")
                     results[mode].append(row)
-                    if not args.json:
-                        print(f"  {mode:17} seed {seed}: {row['proposals_per_min']:.2f} proposals/min, "
-                              f"best {row['best_score']:.3f}", file=sys.stderr, flush=True)
-        return results
+                    _progress(args, row)
+                for peer in peers:  # the real libraries, each against a fresh backend on loopback
+                    try:
+                        row = await asyncio.to_thread(bench_peers.run_peer, peer, args.task, seed, args.profile,
+                                                      args.proposals, time_scale)
+                    except (bench_peers.PeerFailed, SimEndpointError) as exc:
+                        print(f"evotui: warning: peer row failed: {exc}", file=sys.stderr, flush=True)
+                        continue
+                    results[peer.name].append(row)
+                    _progress(args, row)
+        return {m: rows for m, rows in results.items() if rows}
 
     try:
         results = asyncio.run(go())

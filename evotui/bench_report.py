@@ -54,8 +54,14 @@ def _agg(rows: list[dict], key: str) -> tuple[float | None, float | None, float 
 
 
 def summarise(results: dict[str, list[dict]], profile: str, simulated: bool) -> list[dict]:
-    sync_med = _agg(results.get("sync", []), "proposals_per_min")[0]
-    pxn_med = _agg(results.get("pxn", []), "proposals_per_min")[0]
+    def median_of(mode: str) -> float | None:
+        return _agg(results.get(mode, []), "proposals_per_min")[0]
+
+    def ratio(med: float | None, base: float | None) -> float | None:
+        return med / base if med is not None and base else None
+
+    bases = {"sync": median_of("sync"), "pxn": median_of("pxn"), "gepa": median_of("gepa"),
+             "gepa_pxn": median_of("gepa-pxn")}
     out = []
     for mode, rows in results.items():
         med, lo, hi = _agg(rows, "proposals_per_min")
@@ -68,8 +74,16 @@ def summarise(results: dict[str, list[dict]], profile: str, simulated: bool) -> 
             "proposals_per_min": med,
             "proposals_per_min_min": lo,
             "proposals_per_min_max": hi,
-            "ratio_vs_sync": (med / sync_med) if med is not None and sync_med else None,
-            "ratio_vs_pxn": (med / pxn_med) if med is not None and pxn_med else None,
+            "settings": rows[0].get("settings", "") if rows else "",
+            "peer": bool(rows and rows[0].get("peer")),
+            "ratio_vs_sync": ratio(med, bases["sync"]),
+            "ratio_vs_pxn": ratio(med, bases["pxn"]),
+            # The real GEPA rows (bench --peers): sequential and PxNSampling(2, 4).
+            "ratio_vs_gepa": ratio(med, bases["gepa"]),
+            "ratio_vs_gepa_pxn": ratio(med, bases["gepa_pxn"]),
+            "evaluated_per_min": _agg([{"v": r.get("evaluated", r["proposals"]) / r["pipeline_minutes"]}
+                                       for r in rows if r.get("pipeline_minutes")], "v")[0],
+            "preemptions": _agg(rows, "preemptions")[0],
             "utilization": _agg(rows, "utilization")[0],
             "throughput_utilization": _agg(rows, "throughput_utilization")[0],
             "tokens_generated": _agg(rows, "tokens_generated")[0],
@@ -93,26 +107,37 @@ def _f(v, spec: str = ".2f") -> str:
     return "-" if v is None else format(v, spec)
 
 
+_RATIOS = (("x sync", "ratio_vs_sync"), ("x pxn", "ratio_vs_pxn"), ("x gepa", "ratio_vs_gepa"),
+           ("x gpxn", "ratio_vs_gepa_pxn"))
+
+
 def table(rows: list[dict], proposals: int, basis: str) -> str:
+    ratios = [(head, key) for head, key in _RATIOS if any(r.get(key) is not None for r in rows)]
     lines = [
         f"evotui bench -- {'SIMULATED backend, profile ' + rows[0]['profile'] if rows[0]['simulated'] else 'real endpoint'}, "
         f"{proposals} proposals per run, {rows[0]['seeds']} seed(s); medians (min-max); throughput per {basis} minute",
         "best = best validation score at equal proposals; best@t = when the fastest mode finished; util = mean running "
-        "requests / backend capacity; tok/pk = tokens generated / (elapsed x peak throughput); "
-        "gap = version gap at consumption; disc/patch = % of checks; merge = merges accepted",
-        f"{'mode':17} {'proposals/min':>21} {'x sync':>6} {'x pxn':>6} {'util':>5} {'tok/pk':>6} {'best (min-max)':>19} {'best@t':>6} "
+        "requests / backend capacity; tok/pk = tokens generated / (elapsed x peak throughput); eval/min = evaluated "
+        "proposals per minute; gap = version gap at consumption; disc/patch = % of checks; merge = merges accepted; "
+        "* = the real library (bench --peers)",
+        f"{'mode':17} {'proposals/min':>21} " + " ".join(f"{head:>6}" for head, _ in ratios)
+        + f" {'util':>5} {'tok/pk':>6} {'best (min-max)':>19} {'best@t':>6} {'eval/min':>8} "
         f"{'tok gen':>8} {'wasted':>7} {'gap50/95':>8} {'disc%':>5} {'patch%':>6} {'merge':>5}",
     ]
     for r in rows:
         spread = f"{_f(r['proposals_per_min'])} ({_f(r['proposals_per_min_min'])}-{_f(r['proposals_per_min_max'])})"
         best = f"{_f(r['best_score'], '.3f')} ({_f(r['best_score_min'], '.2f')}-{_f(r['best_score_max'], '.2f')})"
         gaps = f"{_f(r['gap_p50'], '.0f')}/{_f(r['gap_p95'], '.0f')}"
+        name = r["mode"] + ("*" if r.get("peer") else "")
         lines.append(
-            f"{r['mode']:17} {spread:>21} {_f(r['ratio_vs_sync']):>6} {_f(r['ratio_vs_pxn']):>6} {_f(r['utilization']):>5} "
-            f"{_f(r['throughput_utilization']):>6} {best:>19} {_f(r['best_at_equal_time'], '.3f'):>6} {_f(r['tokens_generated'], '.0f'):>8} "
+            f"{name:17} {spread:>21} " + " ".join(f"{_f(r.get(key)):>6}" for _, key in ratios)
+            + f" {_f(r['utilization']):>5} {_f(r['throughput_utilization']):>6} {best:>19} "
+            f"{_f(r['best_at_equal_time'], '.3f'):>6} {_f(r.get('evaluated_per_min')):>8} {_f(r['tokens_generated'], '.0f'):>8} "
             f"{_f(r['tokens_wasted'], '.0f'):>7} {gaps:>8} {_f(r['discarded_pct'], '.0f'):>5} {_f(r['patched_pct'], '.0f'):>6} "
             f"{_f(r['merges'], '.0f'):>5}"
         )
+    lines.append("settings:")
+    lines += [f"  {r['mode']:17} {r.get('settings') or '-'}" for r in rows]
     return "\n".join(lines)
 
 

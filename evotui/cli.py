@@ -83,6 +83,8 @@ def build_parser() -> argparse.ArgumentParser:
                        help="measure engine overhead: instant backend, report LLM calls/s and proposals/s")
     bench.add_argument("--strategies", metavar="A,B", help="compare search strategies (e.g. gepa,openevolve,loongflow) "
                        "under --modes (default sync,async): evaluations to target, best, proposals/min")
+    bench.add_argument("--peers", metavar="A,B", help="also run the real libraries as rows: gepa, gepa-pxn (prompt "
+                       "tasks), openevolve (program tasks); needs pip install -e '.[peers]'")
     bench.add_argument("--target-fraction", type=float, default=0.9,
                        help="with --strategies: the target is this fraction of the best any run reached (default 0.9)")
     from evotui import bench_real, local_cmd

@@ -1,0 +1,55 @@
+"""The real peers as bench rows: GEPA and OpenEvolve, unchanged, against the simulated backend.
+
+Each peer run gets a fresh `evotui sim-server` on loopback (same profile, seed and time scale
+as evotui's rows) and runs in a child process of its own (`python -m evotui.peers.child`), so a
+peer's state, threads and process pools never touch the bench process. What is ours is only
+the glue a user of the library writes too: a GEPA adapter that runs the task's prompt on
+examples and scores them with the task's metric, and an OpenEvolve evaluation file that
+hands each program to evotui's sandbox.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Peer:
+    name: str
+    kind: str
+    """The task kind the peer runs: prompt (GEPA) or program (OpenEvolve)."""
+    package: str
+    settings: str
+    """The peer's settings, as the bench states them."""
+
+
+PEERS: dict[str, Peer] = {
+    p.name: p for p in (
+        Peer("gepa", "prompt", "gepa",
+             "gepa.optimize defaults: SingleMutationSampling, pareto selection, minibatch 3, no merge"),
+        Peer("gepa-pxn", "prompt", "gepa",
+             "gepa.optimize with sampling_strategy=PxNSampling(2, 4): 8 proposals per iteration, "
+             "batched reflection and evaluation"),
+        Peer("openevolve", "program", "openevolve",
+             "openevolve Config() defaults (parallel_evaluations, islands, diff-based evolution)"),
+    )
+}
+
+
+def parse(spec: str, task_kind: str) -> list[Peer]:
+    """Peers named in `--peers a,b`; ValueError naming what is wrong and what to choose."""
+    names = [n.strip() for n in spec.split(",") if n.strip()]
+    unknown = [n for n in names if n not in PEERS]
+    if unknown:
+        raise ValueError(f"unknown peer(s) {', '.join(unknown)}; choose from {', '.join(PEERS)}")
+    wrong = [n for n in names if PEERS[n].kind != task_kind]
+    if wrong:
+        raise ValueError(f"peer(s) {', '.join(wrong)} run {PEERS[wrong[0]].kind} tasks, and this task is a "
+                         f"{task_kind} task; use gepa/gepa-pxn with a prompt task (rules), openevolve with a "
+                         "program task (circle_packing)")
+    return [PEERS[n] for n in names]
+
+
+def installed(peer: Peer) -> bool:
+    return importlib.util.find_spec(peer.package) is not None

@@ -1,0 +1,78 @@
+"""A fresh simulated backend on loopback for one peer run: `evotui sim-server` in a child
+process, its address, and its figures (`/sim/metrics`: simulated clock, utilization, KV)."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import time
+
+import httpx
+
+_START_TIMEOUT_S = 60.0
+
+
+class SimEndpointError(RuntimeError):
+    pass
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class SimEndpoint:
+    """`with SimEndpoint(profile, seed, time_scale) as sim:` sim.url is http://127.0.0.1:PORT/v1."""
+
+    def __init__(self, profile: str, seed: int, time_scale: float | None) -> None:
+        self.profile, self.seed, self.time_scale = profile, seed, time_scale
+        self.proc: subprocess.Popen | None = None
+        self.port = 0
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def __enter__(self) -> "SimEndpoint":
+        for _ in range(3):  # a port taken between the probe and the bind: try another
+            self.port = _free_port()
+            cmd = [sys.executable, "-c", "from evotui.cli import main; raise SystemExit(main())", "sim-server",
+                   "--host", "127.0.0.1", "--port", str(self.port), "--profile", self.profile, "--seed", str(self.seed)]
+            if self.time_scale is not None:
+                cmd += ["--time-scale", str(self.time_scale)]
+            self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+            if self._wait_ready():
+                return self
+            self._stop()
+        raise SimEndpointError("the simulated backend (evotui sim-server) did not start on loopback")
+
+    def _wait_ready(self) -> bool:
+        deadline = time.monotonic() + _START_TIMEOUT_S
+        while time.monotonic() < deadline:
+            if self.proc is None or self.proc.poll() is not None:
+                return False
+            try:
+                if httpx.get(f"http://127.0.0.1:{self.port}/health", timeout=2.0).status_code == 200:
+                    return True
+            except httpx.TransportError:
+                time.sleep(0.1)
+        return False
+
+    def metrics(self) -> dict:
+        return httpx.get(f"{self.url}/sim/metrics", timeout=10.0).json()
+
+    def _stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        if self.proc is not None and self.proc.stderr is not None:
+            self.proc.stderr.close()
+
+    def __exit__(self, *exc) -> None:
+        self._stop()
