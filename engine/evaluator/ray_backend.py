@@ -128,6 +128,7 @@ class RayEvaluator:
             import ray
 
             if not ray.is_initialized():
+                await self._reachable()
                 try:
                     # On the loop's thread, blocking it for the seconds Ray takes to start: Ray's
                     # driver must be initialised on the main thread (later calls may come from others).
@@ -142,6 +143,21 @@ class RayEvaluator:
             if self.lost:
                 raise EvaluatorLost(self.lost)
             self._probe_task = asyncio.get_running_loop().create_task(self._watch(), name="ray-health")
+
+    async def _reachable(self) -> None:
+        """A HOST:PORT the driver cannot open a connection to is an error now: ray.init would wait
+        for it without end, blocking the run (and its signal handling) meanwhile."""
+        address = self.cfg.address
+        if address is None or address == "auto":
+            return
+        host, _, port = address.removeprefix("ray://").rpartition(":")
+        try:
+            _, writer = await asyncio.wait_for(asyncio.open_connection(host.strip("[]"), int(port)), 10.0)
+        except (OSError, asyncio.TimeoutError) as exc:
+            why = "no answer within 10 s" if isinstance(exc, asyncio.TimeoutError) else (exc.strerror or str(exc))
+            raise EvaluatorSetupError(f"cannot reach the Ray cluster at {address} ({why}); start it (`ray start "
+                                      "--head`) or fix [evaluator] address / --ray-address") from None
+        writer.close()
 
     def _init_args(self) -> dict:
         args: dict = {"log_to_driver": False, "logging_level": logging.WARNING, "namespace": "evotui"}

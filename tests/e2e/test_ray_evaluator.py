@@ -128,6 +128,14 @@ def _parent(pid: int) -> int:
         return 0
 
 
+def _works_under(pid: int, root: Path) -> bool:
+    """The process's working directory (a sandbox runner's is its scratch directory) is under root."""
+    try:
+        return Path(os.readlink(f"/proc/{pid}/cwd")).is_relative_to(root)
+    except OSError:
+        return False
+
+
 def evaluating_worker(root: Path) -> int | None:
     """The Ray worker (a process titled ray::...) above a running sandbox runner whose scratch
     directory is under root: an evaluation of this test is in progress there."""
@@ -135,7 +143,7 @@ def evaluating_worker(root: Path) -> int | None:
         if not entry.name.isdigit():
             continue
         line = _cmdline(int(entry.name))
-        if "evotui_sandbox_runner" not in line:
+        if "evotui_sandbox_runner" not in line or not _works_under(int(entry.name), root):
             continue
         pid = int(entry.name)
         for _ in range(8):
@@ -298,3 +306,49 @@ def test_without_an_address_a_local_ray_instance_lives_as_long_as_the_run(tmp_pa
     while leftovers() and time.monotonic() < deadline:
         time.sleep(0.2)
     assert leftovers() == [], "processes of the run's Ray instance outlived the run"
+
+
+def test_an_unreachable_cluster_is_a_clear_error(tmp_path):
+    proc = evotui("run", "circle_packing", "--no-ui", "--db", str(tmp_path / "r.db"), "--ray-address",
+                  f"127.0.0.1:{free_port()}", "--max-proposals", "2", *FAST, env=ray_env(), timeout=120)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert "cannot reach the Ray cluster at 127.0.0.1:" in proc.stderr
+
+
+def test_an_evaluation_whose_worker_keeps_dying_fails_with_the_reason(head, tmp_path, monkeypatch):
+    from engine.evaluator.ray_backend import RayEvaluator
+    from engine.sandbox import SandboxLimits
+    from engine.service_config import EvaluatorConfig
+
+    for k, v in RAY_ENV.items():
+        monkeypatch.setenv(k, v)
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    task = tmp_path / "sleepy"
+    task.mkdir()
+    (task / "evaluator.py").write_text("import time\ndef evaluate(p):\n    time.sleep(120)\n"
+                                       "    return {'combined_score': 1.0}\n")
+    remote = RayEvaluator(EvaluatorConfig(backend="ray", address=head.address, scratch_root=str(scratch),
+                                          max_retries=1), SandboxLimits(wall_s=150), frozenset())
+    kills: list[int] = []
+
+    async def killer() -> None:
+        while len(kills) < 2:  # each attempt's worker, once it is evaluating
+            pid = evaluating_worker(scratch)
+            if pid is not None and pid not in kills:
+                os.kill(pid, signal.SIGKILL)
+                kills.append(pid)
+            await asyncio.sleep(0.05)
+
+    async def go():
+        hunt = asyncio.ensure_future(killer())
+        try:
+            return await remote.evaluate(task / "evaluator.py", "x = 1\n")
+        finally:
+            hunt.cancel()
+            await remote.aclose()
+
+    res = asyncio.run(go())
+    assert len(kills) == 2 and not res.ok
+    assert "died 2 times; gave up after 1 retries" in res.reason
+    assert remote.retried == 1 and remote.gave_up == 1
