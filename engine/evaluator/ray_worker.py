@@ -36,17 +36,6 @@ class EvalRequest:
     scratch_root: str | None
 
 
-_SANDBOXES: dict[tuple, Sandbox] = {}
-"""One sandbox per worker process and setting (isolation is probed once per process)."""
-
-
-def _sandbox(req: EvalRequest, root: str) -> Sandbox:
-    key = (req.limits, req.secret_vars, root)
-    if key not in _SANDBOXES:
-        _SANDBOXES[key] = Sandbox(req.limits, concurrency=1, scratch_root=root, secret_vars=req.secret_vars)
-    return _SANDBOXES[key]
-
-
 def _bundle_folder(digest: str, bundle_ref: list, root: Path) -> Path:
     cached = folder_for(root, digest)
     if cached.is_dir():
@@ -61,7 +50,9 @@ def run_request(digest: str, bundle_ref: list, req: EvalRequest) -> dict:
     """The Ray task's body: returns the EvalResult's fields plus where it ran."""
     root = Path(req.scratch_root or tempfile.gettempdir())
     folder = _bundle_folder(digest, bundle_ref, root)
-    sandbox = _sandbox(req, str(root))
+    # A sandbox per request (its semaphore belongs to this request's event loop); the isolation
+    # probe behind it runs once per worker process (engine.sandbox.isolation.detect is cached).
+    sandbox = Sandbox(req.limits, concurrency=1, scratch_root=str(root), secret_vars=req.secret_vars)
     res: EvalResult = asyncio.run(sandbox.evaluate(
         folder / req.evaluator, req.program_text, mode=req.mode, cascade=req.cascade,
         thresholds=list(req.thresholds), limits=req.limits, program_name=req.program_name))
