@@ -235,3 +235,35 @@ def test_no_traceback_when_a_client_is_connected_at_exit(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert "closed with a client connected" in proc.stdout
     assert "Traceback" not in proc.stderr and "CancelledError" not in proc.stderr, proc.stderr
+
+
+async def test_attached_plots_show_the_stored_history(tmp_path):
+    """A finished run in the database: attach's Scores and LLM tabs plot what SQLite holds."""
+    from engine.runner import EngineRun
+    from evotui.headless import drive
+    from evotui.tui.app import EvoApp
+    from evotui.tui.attach import AttachBackend
+
+    db = tmp_path / "r.db"
+    run = await EngineRun.create("rules", [("t", {"sim": {"time_scale": 400}, "budget": {"max_proposals": 8}})], db)
+    await drive(run, events_path=None, progress_every=60.0, quiet=True)
+    backend = AttachBackend(db, None)
+    await backend.start()
+    app = EvoApp(backend)
+    try:
+        async with app.run_test(size=(80, 24)) as pilot:
+            await settle(pilot)
+            await pilot.press("right_square_bracket")
+            await settle(pilot)
+            scores = app.screen.query_one("#plot-scores-scores-tab", HistoryPlot)
+            assert scores.redraws >= 1
+            text = scores.render().plain
+            assert "best" in text and "mean" in text and "sim min" in text and "score" in text
+            for _ in range(2):
+                await pilot.press("right_square_bracket")
+            await settle(pilot)
+            latency = app.screen.query_one("#plot-latency-llm-tab", HistoryPlot).render().plain
+            assert "p50 sim s" in latency and "p95 sim s" in latency
+            assert backend.frame().history.calls, "the history was read from the database"
+    finally:
+        await backend.close()

@@ -18,6 +18,7 @@ from evotui.tui.app import EvoApp
 from evotui.tui.backend import LiveBackend
 from evotui.tui.screens.dashboard import DashboardScreen
 from evotui.tui.settings import UISettings
+from evotui.tui.widgets.plots import HistoryPlot
 from tests.tui.fakes import frozen_app
 
 LAYER = {"sim": {"time_scale": 400}, "budget": {"max_proposals": 400}}
@@ -81,10 +82,11 @@ async def test_a_panel_skips_an_update_with_the_same_markup():
         assert counts["queues"] >= 1 and counts["status"] >= 1
 
 
-async def test_a_paused_live_run_repaints_nothing(tmp_path):
+@pytest.mark.parametrize("size", [(80, 24), (160, 48)])  # at 160x48 the overview shows plots
+async def test_a_paused_live_run_repaints_nothing(tmp_path, size):
     run = await EngineRun.create("rules", [("test", LAYER)], tmp_path / "runs.db")
     app = EvoApp(LiveBackend(run), engine=run.run, settings=UISettings(refresh_hz=10))
-    async with app.run_test(size=(80, 24)) as pilot:
+    async with app.run_test(size=size) as pilot:
         loop = asyncio.get_running_loop()
         end = loop.time() + 20
         while run.snapshot().proposals < 3:
@@ -100,11 +102,16 @@ async def test_a_paused_live_run_repaints_nothing(tmp_path):
             applied = app.sampler.applied
             await settle(pilot, 1.0)
         applied, ticks = app.sampler.applied, app.sampler.ticks
+        plots = list(app.screen.query(HistoryPlot))
+        drawn = [p.redraws for p in plots]
+        if size[0] >= 120:
+            assert sum(drawn) >= 3, "the overview's plots never drew"
         counts = count_renders(app.screen)
         await settle(pilot, 1.5)
         assert app.sampler.ticks >= ticks + 5, "the sampler kept ticking"
         assert app.sampler.applied == applied, "a paused run produced new frames"
         assert sum(counts.values()) == 0, f"repainted while paused: {dict(counts)}"
+        assert [p.redraws for p in plots] == drawn, "a plot redrew while paused"
         run.stop("test over")
         await app.engine_worker.wait()
 

@@ -17,7 +17,8 @@ SIZES = [(80, 24), (120, 36), (160, 48)]
 NOW = 1_800_000_000.0
 """The wall clock of every snapshot (pending items' ages count from it)."""
 TASKS = {"prompt": FrozenBackend, "program": ProgramBackend}
-SCREENS = {"dashboard": (), "review": ("2",), "lineage": ("3",)}
+SCREENS = {"dashboard": (), "review": ("2",), "lineage": ("3",), "diff": ("3", "enter")}
+"""Key presses that open each screen (the diff: the lineage's selection, the best, full screen)."""
 
 
 def size_id(size) -> str:
