@@ -12,13 +12,16 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import os
+import shutil
 import socket
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from engine.evaluator.shipping import TaskBundle, folder_for, unpack
 from engine.sandbox import Sandbox, SandboxLimits
+from engine.sandbox.core import GRACE_S
 from engine.sandbox.results import EvalResult
 
 
@@ -46,10 +49,31 @@ def _bundle_folder(digest: str, bundle_ref: list, root: Path) -> Path:
     return unpack(bundle, root)
 
 
+def sweep_orphans(root: Path, older_than_s: float, now: float | None = None) -> list[str]:
+    """Remove the scratch directories of workers that died mid-evaluation (a killed worker cannot
+    clean up): named evotui-eval-PID-..., PID not alive here, untouched for older_than_s (past the
+    evaluation's wall clock, so its sandbox has ended too). Returns the names removed."""
+    now = time.time() if now is None else now
+    removed = []
+    for entry in Path(root).glob("evotui-eval-*"):
+        pid = entry.name.split("-")[2]
+        if not pid.isdigit() or Path(f"/proc/{pid}").exists():
+            continue
+        try:
+            if now - entry.stat().st_mtime < older_than_s:
+                continue
+        except OSError:
+            continue
+        shutil.rmtree(entry, ignore_errors=True)
+        removed.append(entry.name)
+    return removed
+
+
 def run_request(digest: str, bundle_ref: list, req: EvalRequest) -> dict:
     """The Ray task's body: returns the EvalResult's fields plus where it ran."""
     root = Path(req.scratch_root or tempfile.gettempdir())
     folder = _bundle_folder(digest, bundle_ref, root)
+    sweep_orphans(root, req.limits.wall_s + GRACE_S + 60.0)
     # A sandbox per request (its semaphore belongs to this request's event loop); the isolation
     # probe behind it runs once per worker process (engine.sandbox.isolation.detect is cached).
     sandbox = Sandbox(req.limits, concurrency=1, scratch_root=str(root), secret_vars=req.secret_vars)

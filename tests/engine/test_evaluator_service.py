@@ -83,3 +83,22 @@ def test_the_local_service_is_the_sandbox(tmp_path):
     assert res.ok and res.score == 1.0
     f = ev.figures()
     assert f["backend"] == "local" and f["completed"] == 1 and f["concurrency"] == 2 and f["sandbox"]
+
+
+def test_scratch_of_a_dead_worker_is_swept_once_its_wall_clock_is_over(tmp_path):
+    import os
+    import time
+
+    from engine.evaluator.ray_worker import sweep_orphans
+
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    old, fresh, alive = (tmp_path / f"evotui-eval-{dead.pid}-ab12-x1", tmp_path / f"evotui-eval-{dead.pid}-ab12-x2",
+                         tmp_path / f"evotui-eval-{os.getpid()}-cd34-x3")
+    for d in (old, fresh, alive):
+        d.mkdir()
+    now = time.time()
+    os.utime(old, (now - 500, now - 500))
+    os.utime(alive, (now - 500, now - 500))
+    assert sweep_orphans(tmp_path, 100, now=now) == [old.name]
+    assert not old.exists() and fresh.exists() and alive.exists()
