@@ -142,3 +142,38 @@ def test_every_panel_is_reachable_by_keyboard_at_80x24(tmp_path):
         assert "Traceback" not in term.text
     finally:
         term.close()
+
+
+def test_a_driver_exits_cleanly_with_an_attached_tui(tmp_path):
+    """`evotui run --no-ui` serving its control socket, `evotui attach` connected to it in a pty:
+    the driver ends its run with the client connected, the attached TUI turns read-only and
+    quits; neither prints a traceback."""
+    db = tmp_path / "r.db"
+    driver = subprocess.Popen([sys.executable, "-m", "evotui.cli", "run", "rules", "--no-ui", "--db", str(db),
+                               "--max-proposals", "40", "--time-scale", "100"], cwd=tmp_path,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    term = None
+    try:
+        end = time.monotonic() + 30
+        while not list(tmp_path.glob("r.db.*.sock")):
+            assert time.monotonic() < end and driver.poll() is None, "the driver never served its socket"
+            time.sleep(0.05)
+        term = Term([sys.executable, "-m", "evotui.cli", "attach", "--db", str(db), "--no-mouse"], tmp_path,
+                    cols=80, rows=24)
+        term.wait_for("RUNNING", timeout=20)
+        assert "Pause" in term.text, "a controlling attach offers pause"
+        out, err = driver.communicate(timeout=120)
+        assert driver.returncode == 0, err.decode()[-1500:]
+        assert b"Traceback" not in err and b"CancelledError" not in err, err.decode()[-1500:]
+        term.wait_for("COMPLETED", timeout=20)
+        term.send("q")
+        end = time.monotonic() + 20
+        while term.proc.poll() is None and time.monotonic() < end:
+            term.read(0.1)
+        assert term.proc.returncode == 0 and "Traceback" not in term.text, term.text[-1500:]
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+            driver.wait(10)
+        if term is not None:
+            term.close()
