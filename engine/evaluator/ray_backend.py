@@ -324,3 +324,5 @@ class RayEvaluator:
             await asyncio.wait_for(_in_thread(ray.shutdown), 30.0)
         except asyncio.TimeoutError:
             logging.getLogger(__name__).warning("ray.shutdown() did not finish within 30 s")
+        except Exception as exc:  # the run's end must go on (store, lease) whatever Ray says here
+            logging.getLogger(__name__).warning("ray.shutdown() failed: %s", _first_line(exc))
