@@ -80,7 +80,10 @@ def run_request(digest: str, bundle_ref: list, req: EvalRequest) -> dict:
     res: EvalResult = asyncio.run(sandbox.evaluate(
         folder / req.evaluator, req.program_text, mode=req.mode, cascade=req.cascade,
         thresholds=list(req.thresholds), limits=req.limits, program_name=req.program_name))
-    return {"result": dataclasses.asdict(res), "node": socket.gethostname(), "pid": os.getpid(),
+    import ray  # present: this runs in a Ray worker
+
+    return {"result": dataclasses.asdict(res), "node": ray.get_runtime_context().get_node_id(),
+            "host": socket.gethostname(), "pid": os.getpid(),
             "isolation": sandbox.note}
 
 

@@ -38,21 +38,21 @@ and report no usage."""
 
 
 class Head:
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, cpus: int = 2) -> None:
         self.port = free_port()
         self.address = f"127.0.0.1:{self.port}"
         self.root = root
-        ray = str(Path(sys.executable).with_name("ray"))
-        self.proc = subprocess.Popen(
-            [ray, "start", "--head", "--block", "--node-ip-address=127.0.0.1", f"--port={self.port}", "--num-cpus=2",
-             "--include-dashboard=false", "--disable-usage-stats", f"--temp-dir={root}"],
-            env={**os.environ, **RAY_ENV, "SECRET_API_KEY": "hunter2-ray"}, stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL, start_new_session=True)
+        self.proc = _ray_start(["--head", f"--port={self.port}", f"--num-cpus={cpus}", "--include-dashboard=false",
+                                "--disable-usage-stats", f"--temp-dir={root}"])
         deadline = time.monotonic() + 120
         while not self._listening():
             assert self.proc.poll() is None, "ray start exited"
             assert time.monotonic() < deadline, "the Ray head did not open its port within 120 s"
             time.sleep(0.2)
+
+    def join(self) -> subprocess.Popen:
+        """A second node (1 CPU) in its own session; kill its process group to lose it."""
+        return _ray_start([f"--address={self.address}", "--num-cpus=1"])
 
     def _listening(self) -> bool:
         with socket.socket() as s:
@@ -60,11 +60,22 @@ class Head:
 
     def kill(self) -> None:
         """Every process of the head's session (GCS, raylet, workers), at once."""
-        try:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            return
-        self.proc.wait()
+        _kill_session(self.proc)
+
+
+def _ray_start(args: list[str]) -> subprocess.Popen:
+    ray = str(Path(sys.executable).with_name("ray"))
+    return subprocess.Popen([ray, "start", "--block", "--node-ip-address=127.0.0.1", *args],
+                            env={**os.environ, **RAY_ENV, "SECRET_API_KEY": "hunter2-ray"}, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)
+
+
+def _kill_session(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        return
+    proc.wait()
 
 
 @pytest.fixture(scope="module")
@@ -352,3 +363,40 @@ def test_an_evaluation_whose_worker_keeps_dying_fails_with_the_reason(head, tmp_
     assert len(kills) == 2 and not res.ok
     assert "died 2 times; gave up after 1 retries" in res.reason
     assert remote.retried == 1 and remote.gave_up == 1
+
+
+def _session(pid: int) -> int:
+    try:
+        return os.getsid(pid)
+    except OSError:
+        return 0
+
+
+def test_a_node_lost_mid_evaluation_moves_its_work_to_the_other(tmp_path_factory, tmp_path):
+    own = Head(tmp_path_factory.mktemp("ray-two"), cpus=1)
+    node = own.join()
+    try:
+        args = [sys.executable, "-m", "evotui.cli", "run", str(slow_task(tmp_path, 1.5)), "--no-ui", "--db",
+                str(tmp_path / "r.db"), "--evaluator", "ray", "--ray-address", own.address, "--config",
+                str(config_file(tmp_path)), "--max-metric-calls", "6", *FAST]
+        run = subprocess.Popen(args, cwd=ROOT, env={**os.environ, **RAY_ENV}, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 120
+        while True:  # until an evaluation runs on the second node (its raylet is in the node's session)
+            worker = evaluating_worker(tmp_path / "scratch")
+            if worker is not None and _session(_parent(worker)) == node.pid:
+                break
+            assert run.poll() is None and time.monotonic() < deadline, "no evaluation ran on the second node"
+            time.sleep(0.05)
+        # The machine dies: its raylet and the rest of its session, and the worker (a session of its own).
+        _kill_session(node)
+        os.kill(worker, signal.SIGKILL)
+        out, err = run.communicate(timeout=300)
+    finally:
+        _kill_session(node)
+        own.kill()
+    assert run.returncode == 0, err[-3000:]
+    s = summary_of(subprocess.CompletedProcess(args, 0, out, err))
+    assert s["status"] == "completed" and s["metric_calls"] == 6 and s["budget_spent"]["metric_calls"] == 6
+    ev = s["evaluator"]
+    assert ev["retried"] >= 1 and ev["gave_up"] == 0 and ev["lost"] == ""
