@@ -69,7 +69,7 @@ class EvaluatorConfig(_Model):
     def _address(cls, v: str | None) -> str | None:
         if v is None or v == "auto":
             return v
-        rest = v[len("ray://"):] if v.startswith("ray://") else v
+        rest = v.removeprefix("ray://")
         host, _, port = rest.rpartition(":")
         if not host or not port.isdigit() or not 0 < int(port) < 65536:
             raise ValueError('must be "auto", "HOST:PORT" or "ray://HOST:PORT"')

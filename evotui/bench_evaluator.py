@@ -90,17 +90,19 @@ async def _bench(args: argparse.Namespace) -> dict:
 
 def table(r: dict) -> str:
     lo, ra = r["local"], r["ray"]
-    rows = [f"bench-evaluator: {r['task']}, {r['evaluations']} evaluations at concurrency {r['concurrency']}, "
-            f"median of {r['repeats']} rounds (after one warm-up round)",
-            f"{'':<22}{'local sandbox':>16}{'ray':>16}{'ray / local':>14}",
-            f"{'evaluations / s':<22}{lo['evals_per_s']:>16.3f}{ra['evals_per_s']:>16.3f}"
-            f"{r['ratio_throughput_ray_over_local']:>14.3f}",
-            f"{'slot s / evaluation':<22}{lo['slot_s_per_eval']:>16.4f}{ra['slot_s_per_eval']:>16.4f}"
-            f"{ra['slot_s_per_eval'] / lo['slot_s_per_eval']:>14.3f}",
-            f"{'round walls (s)':<22}{' '.join(f'{w:.2f}' for w in lo['walls_s']):>16}  "
-            f"{' '.join(f'{w:.2f}' for w in ra['walls_s']):>16}",
-            f"ray start-up {ra['startup_s']:.2f} s ({ra['where']}); overhead per evaluation "
-            f"{r['ray_overhead_s_per_eval']:+.4f} slot s"]
+    rows = [
+        (f"bench-evaluator: {r['task']}, {r['evaluations']} evaluations at concurrency {r['concurrency']}, "
+         f"median of {r['repeats']} rounds (after one warm-up round)"),
+        f"{'':<22}{'local sandbox':>16}{'ray':>16}{'ray / local':>14}",
+        (f"{'evaluations / s':<22}{lo['evals_per_s']:>16.3f}{ra['evals_per_s']:>16.3f}"
+         f"{r['ratio_throughput_ray_over_local']:>14.3f}"),
+        (f"{'slot s / evaluation':<22}{lo['slot_s_per_eval']:>16.4f}{ra['slot_s_per_eval']:>16.4f}"
+         f"{ra['slot_s_per_eval'] / lo['slot_s_per_eval']:>14.3f}"),
+        (f"{'round walls (s)':<22}{' '.join(f'{w:.2f}' for w in lo['walls_s']):>16}  "
+         f"{' '.join(f'{w:.2f}' for w in ra['walls_s']):>16}"),
+        (f"ray start-up {ra['startup_s']:.2f} s ({ra['where']}); overhead per evaluation "
+         f"{r['ray_overhead_s_per_eval']:+.4f} slot s"),
+    ]
     return "\n".join(rows)
 
 

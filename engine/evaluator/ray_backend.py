@@ -24,13 +24,14 @@ import logging
 import math
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import engine
+from engine.evaluator.ray_worker import EvalRequest, result_from, run_request
 from engine.evaluator.service import EvaluatorLost, EvaluatorSetupError
 from engine.evaluator.shipping import ShippingError, pack
-from engine.evaluator.ray_worker import EvalRequest, result_from, run_request
 from engine.sandbox import EvalResult, SandboxLimits
 from engine.service_config import EvaluatorConfig
 
@@ -54,7 +55,7 @@ def _in_thread(fn: Callable[[], Any]) -> asyncio.Future:
     def body() -> None:
         try:
             value = fn()
-        except BaseException as exc:  # handed to the awaiting coroutine, which decides
+        except BaseException as exc:  # noqa: BLE001 - handed to the awaiting coroutine, which decides
             loop.call_soon_threadsafe(settle, False, exc)
             return
         loop.call_soon_threadsafe(settle, True, value)
@@ -153,7 +154,7 @@ class RayEvaluator:
         host, _, port = address.removeprefix("ray://").rpartition(":")
         try:
             _, writer = await asyncio.wait_for(asyncio.open_connection(host.strip("[]"), int(port)), 10.0)
-        except (OSError, asyncio.TimeoutError) as exc:
+        except (TimeoutError, OSError) as exc:
             why = "no answer within 10 s" if isinstance(exc, asyncio.TimeoutError) else (exc.strerror or str(exc))
             raise EvaluatorSetupError(f"cannot reach the Ray cluster at {address} ({why}); start it (`ray start "
                                       "--head`) or fix [evaluator] address / --ray-address") from None
@@ -184,9 +185,9 @@ class RayEvaluator:
             self._probing = _in_thread(lambda: (ray.cluster_resources(), ray.available_resources()))
         try:
             total, available = await asyncio.wait_for(asyncio.shield(self._probing), self.cfg.lost_after_s)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             return await self._mark_lost(f"no answer within {self.cfg.lost_after_s:g} s")
-        except Exception as exc:  # any failure to reach the cluster is the loss it reports
+        except Exception as exc:  # noqa: BLE001 - any failure to reach the cluster is the loss it reports
             return await self._mark_lost(_first_line(exc))
         limit = self.capacity(total, available)
         async with self._cond:
@@ -252,7 +253,7 @@ class RayEvaluator:
     def _cancel(self, ref: Any) -> None:
         try:
             self._ray.cancel(ref)
-        except Exception as exc:  # best effort: the sandbox's wall clock bounds the task anyway
+        except Exception as exc:  # noqa: BLE001 - best effort: the sandbox's wall clock bounds the task
             logging.getLogger(__name__).debug("ray.cancel failed: %s", exc)
 
     async def evaluate(self, evaluator: Path, program_text: str, *, mode: str = "openevolve",
@@ -322,7 +323,7 @@ class RayEvaluator:
         ray = self._ray
         try:
             await asyncio.wait_for(_in_thread(ray.shutdown), 30.0)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             logging.getLogger(__name__).warning("ray.shutdown() did not finish within 30 s")
-        except Exception as exc:  # the run's end must go on (store, lease) whatever Ray says here
+        except Exception as exc:  # noqa: BLE001 - the run's end goes on (store, lease) whatever Ray says
             logging.getLogger(__name__).warning("ray.shutdown() failed: %s", _first_line(exc))

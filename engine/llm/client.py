@@ -161,7 +161,7 @@ class LLMClient:
         return self._shrunk
 
     @property
-    def endpoints(self) -> tuple["LLMClient", ...]:
+    def endpoints(self) -> tuple[LLMClient, ...]:
         """The servers behind this client: itself (a RoutedClient has several)."""
         return (self,)
 

@@ -100,5 +100,4 @@ class KindHandlers:
         return {}
 
     async def aclose(self) -> None:
-        """Release the kind's services at the run's end (a program task's evaluator)."""
-        return None
+        """Release the kind's services at the run's end (a program task's evaluator); none here."""

@@ -22,13 +22,18 @@ from engine.code import cycling
 from engine.code.filters import ProgramFilters, Verdict, program_hash
 from engine.code.patches import apply_reply, unified_diff
 from engine.context import FatalRunError, RunContext
+from engine.evaluator import (
+    EXIT_EVALUATOR_LOST,
+    EvaluatorLost,
+    EvaluatorService,
+    EvaluatorSetupError,
+    build_evaluator,
+)
 from engine.items import WorkItem, current_item
 from engine.ledger import EvalRow
 from engine.llm.errors import LLMError
 from engine.pipeline.spec import PipelineSpec, Selection, StageSpec
 from engine.pool import Artifact
-from engine.evaluator import (EXIT_EVALUATOR_LOST, EvaluatorLost, EvaluatorService, EvaluatorSetupError,
-                              build_evaluator)
 from engine.sandbox import EvalResult
 from engine.selection import merge
 from engine.stages import program_prompt as prompt
