@@ -19,7 +19,7 @@ from engine.pipeline.review import PendingReview
 from engine.snapshot import EngineSnapshot, StoredRun, build_snapshot
 from engine.store.store import Store, StoreError
 from evotui.control import ControlClient, ControlError, snapshot_from_dict, socket_path
-from evotui.tui.backend import ArtifactView, Backend, BackendError, Frame, LLMStat, _Histories, provenance, rounded
+from evotui.tui.backend import ArtifactView, Backend, BackendError, Frame, LLMStat, provenance, rounded
 
 POLL_S = 1.0
 
@@ -34,7 +34,6 @@ class AttachBackend(Backend):
         self.run_id = run_id or ""
         self.store: Store | None = None
         self.client: ControlClient | None = None
-        self._hist = _Histories()
         self._row: dict[str, Any] = {}
         self._artifact_rows: list[dict[str, Any]] = []
         self._pool_events: list[dict[str, Any]] = []
@@ -144,7 +143,6 @@ class AttachBackend(Backend):
         scores = [a.score for a in self._artifacts if a.score is not None]
         mean = sum(scores) / len(scores) if scores else None
         idle = str(self._row.get("status", "")) != "running"
-        self._hist.add(snap, mean, finished=idle)
         if self.feed is not None:
             self.feed.observe(snap, mean, idle=idle or snap.state == "paused")
         config = self._row.get("config") or {}
@@ -153,8 +151,7 @@ class AttachBackend(Backend):
                             snap.prompt_tokens if len(snap.llm) == 1 else 0,
                             snap.completion_tokens if len(snap.llm) == 1 else 0) for s in snap.llm)
         status = str(self._row.get("status", ""))
-        return Frame(snap=snap, llm=llm, score_history=tuple(self._hist.scores), depth_history=self._hist.depth_map(),
-                     decisions=tuple(self._hist.decisions), time_scale=scale, source=self.source,
+        return Frame(snap=snap, llm=llm, decisions=(), time_scale=scale, source=self.source,
                      can_control=self.can_control, finished="" if status == "running" else status,
                      **self._history_fields())
 

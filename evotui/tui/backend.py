@@ -22,8 +22,6 @@ from evotui.control import ControlError, apply_command
 from engine.pipeline.review import PendingReview, ReviewError
 from engine.snapshot import EngineSnapshot
 
-HISTORY = 120
-"""Samples kept for sparklines and the score plot."""
 LOG_KINDS = frozenset({
     "run_started", "run_finished", "candidate_accepted", "candidate_rejected", "item_failed",
     "stale_discarded", "worker_reallocated", "state_changed", "review_requested", "review_decided",
@@ -99,9 +97,6 @@ def provenance(meta: dict, parent_ids: list[str] | tuple[str, ...], review_note:
 class Frame:
     snap: EngineSnapshot
     llm: tuple[LLMStat, ...]
-    score_history: tuple[tuple[float, float], ...]
-    """(best, mean) validation score per sample."""
-    depth_history: Mapping[str, tuple[int, ...]]
     decisions: tuple[str, ...]
     """Recent staleness / review decisions, newest last."""
     time_scale: float
@@ -170,24 +165,6 @@ def decision_line(event: Event) -> str | None:
     return None
 
 
-@dataclass
-class _Histories:
-    scores: deque = field(default_factory=lambda: deque(maxlen=HISTORY))
-    depths: dict[str, deque] = field(default_factory=dict)
-    decisions: deque = field(default_factory=lambda: deque(maxlen=8))
-
-    def add(self, snap: EngineSnapshot, mean: float | None, finished: bool = False) -> None:
-        if finished or snap.state == "paused":
-            return  # the plots are over running time; idle samples would only repaint them
-        if snap.best_score is not None:
-            self.scores.append((snap.best_score, mean if mean is not None else snap.best_score))
-        for st in snap.stages:
-            self.depths.setdefault(st.name, deque(maxlen=HISTORY)).append(st.depth)
-
-    def depth_map(self) -> dict[str, tuple[int, ...]]:
-        return {k: tuple(v) for k, v in self.depths.items()}
-
-
 class Backend:
     """Base: read-only, no data. Subclasses override what they support."""
 
@@ -231,7 +208,7 @@ class LiveBackend(Backend):
     def __init__(self, run) -> None:
         self.run = run
         self._sub = run.bus.subscribe(maxlen=5000)
-        self._hist = _Histories()
+        self._decisions: deque[str] = deque(maxlen=8)
         self._latency: dict[str, deque] = {}
         self._tokens: dict[str, list[int]] = {}
         self._notes: dict[str, str] = {}
@@ -275,7 +252,6 @@ class LiveBackend(Backend):
     def frame(self) -> Frame:
         snap = self.run.snapshot()
         mean = self._mean(snap.pool_version)
-        self._hist.add(snap, mean, bool(self.finished))
         self.feed.observe(snap, mean, idle=bool(self.finished) or snap.state == "paused")
         llm = []
         for s in snap.llm:
@@ -284,8 +260,7 @@ class LiveBackend(Backend):
             llm.append(LLMStat(s.endpoint, s.in_flight, s.calls, s.errors, s.retries,
                                percentile(lat, 50), percentile(lat, 95), tok[0], tok[1]))
         cfg = self.run.ctx.config
-        return Frame(snap=snap, llm=tuple(llm), score_history=tuple(self._hist.scores),
-                     depth_history=self._hist.depth_map(), decisions=tuple(self._hist.decisions),
+        return Frame(snap=snap, llm=tuple(llm), decisions=tuple(self._decisions),
                      time_scale=cfg.sim.time_scale if cfg.uses_sim else 1.0, source=self.source,
                      can_control=True, finished=self.finished, history=self.history,
                      history_rev=self.history.revision, history_now=round(self.feed.now, 1))
@@ -295,7 +270,7 @@ class LiveBackend(Backend):
         for event in self._sub.drain():
             self._track(event)
             if (dec := decision_line(event)) is not None:
-                self._hist.decisions.append(dec)
+                self._decisions.append(dec)
             if (line := event_line(event)) is not None:
                 lines.append(line)
         return lines

@@ -63,13 +63,9 @@ class FrozenBackend(Backend):
         """Wall time the pending items' ages count from (snapshot tests fix it)."""
 
     def frame(self) -> Frame:
-        depth = {"rollout": (0, 2, 4, 6, 3, 3), "propose": (4, 8, 12, 16, 16, 16), "evaluate": (1, 2, 3, 5, 5, 5),
-                 "update": (0, 0, 1, 0, 0, 0), "reflect": (0,) * 6}
-        scores = tuple((0.032 + 0.05 * min(i, 10), 0.03 + 0.03 * min(i, 12)) for i in range(24))
         return Frame(
             snap=self.snap,
             llm=(LLMStat("task", 12, 610, 2, 3, 0.84, 2.91, 52000, 700000), LLMStat("reflection", 2, 23, 0, 0, 4.2, 9.8, 6000, 60000)),
-            score_history=scores, depth_history=depth,
             decisions=("i000031 propose gap 3 -> discard", "i000029 review@evaluate -> approve"),
             time_scale=400.0, source=self.source, can_control=self.can_control, history=self.history,
             history_rev=self.history.revision, history_now=1.5)

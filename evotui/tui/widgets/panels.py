@@ -14,17 +14,6 @@ from textual.widgets import Static
 
 from evotui.tui.backend import Frame
 
-BARS = "▁▂▃▄▅▆▇█"
-
-
-def spark(values: tuple[int, ...] | list[int], width: int = 16) -> str:
-    vals = list(values)[-width:]
-    if not vals:
-        return ""
-    top = max(vals) or 1
-    return "".join(BARS[min(len(BARS) - 1, int(v / top * (len(BARS) - 1)))] for v in vals)
-
-
 def bar(fraction: float, width: int = 12) -> str:
     fraction = max(0.0, min(1.0, fraction))
     full = int(round(fraction * width))
@@ -83,14 +72,13 @@ class QueuePanel(Panel):
         snap = frame.snap
         if not snap.stages:
             return "[$text-muted]no live queue data (read-only attach)[/]"
-        lines = ["[b] stage   depth  busy/wk  /s hist[/]"]
+        lines = ["[b] stage   depth  busy/wk  /s[/]"]
         for st in snap.stages:
             mark = "▶" if st.name == selected else " "
             full = st.blocked > 0 or st.depth >= st.capacity
-            bp = "[$warning b]BP[/]" if full else ""
-            hist = spark(frame.depth_history.get(st.name, ()), 5)
+            bp = " [$warning b]BP[/]" if full else ""
             lines.append(f"{mark}{st.name:<8}{st.depth:>3}/{st.capacity:<3}{st.busy:>3}/{st.workers:<3}"
-                         f"{st.rate_per_s:>5.1f} [$primary]{hist}[/]{bp}")
+                         f"{st.rate_per_s:>5.1f}{bp}")
         return "\n".join(lines)
 
 
@@ -102,9 +90,8 @@ class GapsPanel(Panel):
         guard = f" max gap {snap.max_gap}" if snap.policy in ("guarded", "reflective") else ""
         lines = [f"pool [b]v{snap.pool_version}[/] · {snap.pool_size} artifacts · policy [b]{snap.policy}[/]{guard}"]
         hist = dict(snap.gap_histogram)
-        top = max(hist.values(), default=0) or 1
-        for gap in sorted(hist)[:5]:
-            lines.append(f"gap {gap:>2} [$accent]{bar(hist[gap] / top, 10)}[/] {hist[gap]}")
+        if hist:  # the histogram's plot is on the Queues & gaps tab
+            lines.append("items by gap  " + "  ".join(f"{gap}: {n}" for gap, n in sorted(hist.items())))
         counts = " ".join(f"{k} {v}" for k, v in sorted(snap.staleness.items())) or "no checks yet"
         lines.append(f"decisions: {escape(counts)} · discarded {snap.discarded_stale}")
         lines.extend(f"[$text-muted]{escape(d)}[/]" for d in frame.decisions[-3:])
