@@ -94,7 +94,7 @@ def answer(messages: list[dict], stage: str, rng: random.Random,
     if context_agents.recognises(req):  # generic, by the ContextEvolve agents' marker lines
         return context_agents.answer(req)
     if pes_agents.recognises(req):  # LoongFlow's planner/summarizer, by their marker lines
-        return pes_agents.answer(req)
+        return pes_agents.answer(req, rng)
     if reviser.recognises(req):  # the repair of a stale plan or guidance, by its marker line
         return reviser.answer(req)
     for behaviour in behaviours:

@@ -1,12 +1,14 @@
 """Generic simulated behaviour: LoongFlow's planner and summarizer (engine/strategy/pes.py).
 
-Recognised by content: the system message carries a marker line. The answers are deterministic
-functions of the request (no randomness), so a simulated run stays reproducible:
+Recognised by content: the system message carries a marker line. The answers are functions of
+the request and, for an unsettled plan, of the request's seeded random stream (so siblings of
+one parent get different plans, as from a sampled model, and a run stays reproducible):
 
 - planner: continues the trajectory the newest summary in the lineage reports (directions.py:
-  "raising r improved" -> raise r again; "... made it worse" -> the opposite direction), else
-  picks a named constant of the solution (by a hash of the text, the opposite of a direction a
-  summary reports as worse) and a direction, or a float literal ("Raise the constant 0.35"), or,
+  "raising r improved" -> raise r again; "... made it worse" -> the opposite direction), else,
+  like a model sampling at a temperature, draws a named constant of the solution and a direction
+  (the opposite of a direction a summary reports as worse) from the request's random stream, or
+  a float literal ("Raise the constant 0.35"), or,
   for a text without numbers, a structural step (a rule to add). Its steps are directives the
   simulated proposer may follow (program_model.py, P_FOLLOW).
 - summarizer: reads the score change and what the diff actually moved (directions.moves, which
@@ -16,8 +18,8 @@ functions of the request (no randomness), so a simulated run stays reproducible:
 
 from __future__ import annotations
 
+import random
 import re
-import zlib
 
 from engine.llm.sim import directions
 from engine.llm.sim.plugins import SimRequest
@@ -39,14 +41,13 @@ def recognises(req: SimRequest) -> bool:
     return PLANNER_MARKER in req.system or SUMMARIZER_MARKER in req.system
 
 
-def answer(req: SimRequest) -> str:
-    return _plan(req.user) if PLANNER_MARKER in req.system else _summary(req.user)
+def answer(req: SimRequest, rng: random.Random) -> str:
+    return _plan(req.user, rng) if PLANNER_MARKER in req.system else _summary(req.user)
 
 
-def _plan(user: str) -> str:
+def _plan(user: str, rng: random.Random) -> str:
     m = _FENCE.search(user)
     code = m.group(1) if m else ""
-    seed = zlib.crc32(code.encode())
     names = [(name, value) for name, value, _ in _ASSIGN.findall(code)]
     known = dict(names)
     latest = _SUMMARY_LINE.findall(user)
@@ -58,17 +59,17 @@ def _plan(user: str) -> str:
                 f"2. Keep every other constant and the structure unchanged, so the effect is attributable.")
     avoid = {name: direction for direction, name in _WORSE_DIR.findall(user)}
     if names:
-        name, value = names[seed % len(names)]
+        name, value = rng.choice(names)
         direction = "lower" if avoid.get(name) == "raising" else "raise" if avoid.get(name) == "lowering" \
-            else ("raise" if seed & 1 else "lower")
+            else rng.choice(("raise", "lower"))
         return (f"Reasoning: the lineage has not settled {name} yet.\nPLAN:\n"
                 f"1. {direction.capitalize()} {name} (now {value}) by about 10%.\n"
                 f"2. Keep every other constant and the structure unchanged, so the effect is attributable.")
     floats = _NUMBER.findall(code)
     if floats:
-        value = floats[seed % len(floats)]
+        value = rng.choice(floats)
         return (f"Reasoning: the constant {value} drives the result.\nPLAN:\n"
-                f"1. {'Raise' if seed & 1 else 'Lower'} the constant {value} in small steps.\n"
+                f"1. {rng.choice(('Raise', 'Lower'))} the constant {value} in small steps.\n"
                 "2. Leave the rest of the structure as it is.")
     return ("Reasoning: the text states no explicit rules for the cases it misses.\nPLAN:\n"
             "1. Add one explicit rule for the most frequent failure in the feedback.\n"

@@ -234,9 +234,9 @@ def _directed(code: str, row: int, target: str, up: bool, rng: random.Random,
     tok, sign = m.group(0), 1 if up else -1
     if "." not in tok:
         new = str(max(0, int(tok) + sign))
-    else:
+    else:  # the undirected perturbation's step and precision, with the stated sign
         v = float(tok)
-        decimals = max(2, len(tok.split(".")[1]))
+        decimals = max(2, len(tok.split(".")[1]) + (1 if rng.random() < 0.3 else 0))
         step = abs(rng.gauss(0, REL_STEP)) * abs(v) if abs(v) > 0.02 else abs(rng.gauss(0, 0.02))
         new = f"{v + sign * step:.{min(decimals, 6)}f}"
         if new == tok:
