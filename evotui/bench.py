@@ -43,6 +43,8 @@ MODES = {
     "chain": {"pipeline": {"mode": "chain", "chains": 6}},
     "chain-4": {"pipeline": {"mode": "chain", "chains": 4}},
     "chain-8": {"pipeline": {"mode": "chain", "chains": 8}},
+    "chain-12": {"pipeline": {"mode": "chain", "chains": 12}},
+    "chain-16": {"pipeline": {"mode": "chain", "chains": 16}},
     # Saturation, not quality: enough items in flight, and client requests up to the backend's
     # capacity, to keep the backend full (use with a larger --proposals).
     "async-max": {"pipeline": {"mode": "async", "max_in_flight": 192, "queue_capacity": 384, "merge": False,

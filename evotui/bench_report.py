@@ -116,12 +116,12 @@ def table(rows: list[dict], proposals: int, basis: str) -> str:
     lines = [
         f"evotui bench -- {'SIMULATED backend, profile ' + rows[0]['profile'] if rows[0]['simulated'] else 'real endpoint'}, "
         f"{proposals} proposals per run, {rows[0]['seeds']} seed(s); medians (min-max); throughput per {basis} minute",
-        "best = best validation score at equal proposals; best@t = when the fastest mode finished; util = mean running "
-        "requests / backend capacity; tok/pk = tokens generated / (elapsed x peak throughput); eval/min = evaluated "
+        "best = best validation score at equal proposals; best@t = when the fastest mode finished; util = tokens generated / "
+        "(elapsed x the backend's peak throughput); seqs = mean running requests / capacity; eval/min = evaluated "
         "proposals per minute; gap = version gap at consumption; disc/patch = % of checks; merge = merges accepted; "
         "* = the real library (bench --peers)",
         f"{'mode':17} {'proposals/min':>21} " + " ".join(f"{head:>6}" for head, _ in ratios)
-        + f" {'util':>5} {'tok/pk':>6} {'best (min-max)':>19} {'best@t':>6} {'eval/min':>8} "
+        + f" {'util':>5} {'seqs':>5} {'best (min-max)':>19} {'best@t':>6} {'eval/min':>8} "
         f"{'tok gen':>8} {'wasted':>7} {'gap50/95':>8} {'disc%':>5} {'patch%':>6} {'merge':>5}",
     ]
     for r in rows:
@@ -131,7 +131,7 @@ def table(rows: list[dict], proposals: int, basis: str) -> str:
         name = r["mode"] + ("*" if r.get("peer") else "")
         lines.append(
             f"{name:17} {spread:>21} " + " ".join(f"{_f(r.get(key)):>6}" for _, key in ratios)
-            + f" {_f(r['utilization']):>5} {_f(r['throughput_utilization']):>6} {best:>19} "
+            + f" {_f(r['throughput_utilization']):>5} {_f(r['utilization']):>5} {best:>19} "
             f"{_f(r['best_at_equal_time'], '.3f'):>6} {_f(r.get('evaluated_per_min')):>8} {_f(r['tokens_generated'], '.0f'):>8} "
             f"{_f(r['tokens_wasted'], '.0f'):>7} {gaps:>8} {_f(r['discarded_pct'], '.0f'):>5} {_f(r['patched_pct'], '.0f'):>6} "
             f"{_f(r['merges'], '.0f'):>5}"
