@@ -56,9 +56,10 @@ async def test_a_resumed_run_starts_with_its_stored_history(tmp_path):
     backend = LiveBackend(run)  # as `evotui resume` builds it, before its engine starts
     assert backend.history.revision == 0
     await backend.start()
+    assert backend.feed.now == stored.last_t()  # the time axes start where the stored run ended
     frame = backend.frame()
     assert frame.history is backend.history and len(frame.history.calls) == len(stored.calls)
-    assert frame.history_now == round(stored.last_t(), 1)
+    assert frame.history_now >= round(stored.last_t(), 1)
 
 
 async def test_attach_reads_the_history_and_then_only_new_calls(tmp_path):
