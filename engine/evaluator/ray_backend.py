@@ -140,7 +140,7 @@ class RayEvaluator:
                 self._owns_connection = True
             self._ray = ray
             self._task = ray.remote(run_request)
-            await self._refresh()
+            await self._refresh(first=True)
             if self.lost:
                 raise EvaluatorLost(self.lost)
             self._probe_task = asyncio.get_running_loop().create_task(self._watch(), name="ray-health")
@@ -178,7 +178,7 @@ class RayEvaluator:
     def capacity(self, total: dict, available: dict) -> int:
         return capacity(self._needs(), total, available, self.running, self.cfg.max_in_flight, self.where)
 
-    async def _refresh(self) -> None:
+    async def _refresh(self, first: bool = False) -> None:
         """One health probe: the cluster's resources within lost_after_s, or the cluster is lost."""
         ray = self._ray
         if self._probing is None or self._probing.done():
@@ -189,7 +189,12 @@ class RayEvaluator:
             return await self._mark_lost(f"no answer within {self.cfg.lost_after_s:g} s")
         except Exception as exc:  # noqa: BLE001 - any failure to reach the cluster is the loss it reports
             return await self._mark_lost(_first_line(exc))
-        limit = self.capacity(total, available)
+        try:
+            limit = self.capacity(total, available)
+        except EvaluatorSetupError as exc:
+            if first:  # the cluster never could run one: a setting to change, not a loss
+                raise
+            return await self._mark_lost(str(exc))  # it shrank below one evaluation (nodes died)
         async with self._cond:
             self.limit = limit
             self._cond.notify_all()
@@ -205,10 +210,7 @@ class RayEvaluator:
         every = min(5.0, self.cfg.lost_after_s / 3)
         while not self.lost:
             await asyncio.sleep(every)
-            try:
-                await self._refresh()
-            except EvaluatorSetupError as exc:  # the cluster shrank below one evaluation
-                await self._mark_lost(str(exc))
+            await self._refresh()
 
     # -- evaluations --------------------------------------------------------------------------------
     async def _bundle(self, folder: Path) -> tuple[str, Any]:
