@@ -148,14 +148,23 @@ def _label(a: Artifact) -> str:
     return summary_of(a) or f"(unsummarised) {diff_digest(a)}".strip()
 
 
-def sampler_messages(parent: Artifact, guidance: str, candidates: list[Artifact], k: int) -> list[dict]:
+SAMPLER_FAILURES = 3
+"""Newest failed candidates the Sampler is shown (not selectable: they have no score)."""
+
+
+def sampler_messages(parent: Artifact, guidance: str, candidates: list[Artifact], k: int,
+                     failures: list[Transition] | None = None) -> list[dict]:
     system = (f"{SAMPLER_MARKER} choose few-shot exemplars.\n"
               f"Pick up to {k} exemplars for the next change of the parent: relevant to the parent and the "
               "guidance, diverse among themselves, with proven outcomes, and include a low-scoring one when it "
-              "is novel. Answer with one line: EXEMPLARS: id, id, ...")
+              "is novel; avoid exemplars whose approach the recent failures share. Answer with one line: "
+              "EXEMPLARS: id, id, ...")
     rows = "\n".join(f"- {a.artifact_id} | score {_score(a.val_mean)} | {_label(a)}" for a in candidates)
+    failed = "\n".join(f"- {t.child_id} (failed, from {t.parent_id}): {t.failure} | {' '.join(t.child_summary.split())}"
+                       for t in (failures or [])[-SAMPLER_FAILURES:])
     user = (f"## Parent {parent.artifact_id} (score {_score(parent.val_mean)})\n{summary_of(parent) or '(no summary)'}\n\n"
-            f"## Guidance\n{guidance or '(none)'}\n\n## Candidates\n{rows}\n\nPick up to {k}.")
+            f"## Guidance\n{guidance or '(none)'}\n\n## Candidates\n{rows}\n\n"
+            + (f"## Recent failed candidates (not selectable)\n{failed}\n\n" if failed else "") + f"Pick up to {k}.")
     return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
 
@@ -277,7 +286,7 @@ class ContextAgents:
         else:
             self.stats.calls["sampler"] += 1
             reply = await env.ask(sampler_messages(view.parent, view.notes.get("guidance", ""), candidates,
-                                                   s.exemplars), "sample")
+                                                   s.exemplars, self.failures.transitions(buf)), "sample")
             ids, unknown = parse_exemplars(reply or "", {a.artifact_id for a in candidates}, s.exemplars)
             self.stats.unknown_ids += unknown
             if not ids:

@@ -208,3 +208,17 @@ def test_stale_guidance_is_revised_once_per_version_and_a_redo_never_reuses_shar
                                              ("just a new plan", "just a new plan")])
 def test_revisions_are_parsed_and_failures_never_keep_the_note(reply, expected) -> None:
     assert parse_revision(reply, "old") == expected
+
+
+def test_failed_candidates_reach_the_sampler_but_are_never_picked() -> None:
+    pool = _pool([(0.5, None), (0.6, 0), (0.4, 0), (0.7, 1), (0.55, 1), (0.65, 3)])
+    agents = ContextAgents(ContextEvolveSettings(exemplars=2))
+    agents.item_ended(_failed("i0009", "a000003", 4, "evaluation failed: timeout"))
+    env = FakeEnv(pool, replies=["EXEMPLARS: i0009, a000003"])
+    out = asyncio.run(agents.sample(StageView("i1", pool.get("a000005"), 6, {}), env))
+    user = env.asked[0][1][1]["content"]
+    assert "## Recent failed candidates (not selectable)\n- i0009 (failed, from a000003): evaluation failed: timeout" in user
+    assert out["exemplars"].startswith("- a000003") and "i0009" not in out["exemplars"]
+    assert agents.stats.unknown_ids == 1
+    reply = answer(env.asked[0][1], "sample", random.Random(0))  # the simulator picks candidates only
+    assert "i0009" not in reply
