@@ -119,7 +119,7 @@ def test_every_panel_is_reachable_by_keyboard_at_80x24(tmp_path):
         term.wait_for("Waiting (", after=at)
         at = len(term.text)
         term.send("3")
-        term.wait_for("best", after=at)
+        term.wait_for("★ best", after=at)  # the lineage's side panel: the tree has selected the best
         at = len(term.text)
         term.send("\r")
         term.wait_for("esc Back", after=at)  # the full-screen diff's footer (the lineage shows a diff too)

@@ -114,5 +114,5 @@ class HistoryPlot(PlotextPlot):
             return
         gaps = sorted(h.gaps)
         plt.bar([str(g) for g in gaps], [h.gaps[g] for g in gaps], color=self._colour(1), width=0.6)
-        plt.xlabel("version gap (pool versions behind)")
+        plt.xlabel("version gap")
         plt.ylabel("items")
