@@ -74,8 +74,8 @@ class HistoryPlot(PlotextPlot):
         self.refresh()
 
     def _colour(self, i: int) -> tuple[int, int, int]:
-        value = self.app.theme_variables.get(PALETTE[i % len(PALETTE)], "")
-        return Color.parse(value).rgb if value else (128, 128, 128)
+        variables = self.app.theme_variables
+        return Color.parse(variables.get(PALETTE[i % len(PALETTE)]) or variables["foreground"]).rgb
 
     def _lines(self, lines: list[Line], ylabel: str, xlabel: str) -> None:
         plt = self.plt
