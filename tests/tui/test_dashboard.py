@@ -267,3 +267,19 @@ async def test_attached_plots_show_the_stored_history(tmp_path):
             assert backend.frame().history.calls, "the history was read from the database"
     finally:
         await backend.close()
+
+
+async def test_a_theme_switch_redraws_the_shown_plots_in_its_colours():
+    app = frozen_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        await pilot.press("right_square_bracket")
+        await settle(pilot)
+        shown_plot = app.screen.query_one("#plot-scores-scores-tab", HistoryPlot)
+        hidden_plot = app.screen.query_one("#plot-calls-llm-tab", HistoryPlot)
+        before = (shown_plot.redraws, hidden_plot.redraws)
+        dark = shown_plot._colour(0)
+        app.theme = "evotui-light"
+        await settle(pilot)
+        assert shown_plot.redraws == before[0] + 1 and hidden_plot.redraws == before[1]
+        assert shown_plot._colour(0) != dark
