@@ -273,13 +273,19 @@ async def test_a_theme_switch_redraws_the_shown_plots_in_its_colours():
     app = frozen_app()
     async with app.run_test(size=(80, 24)) as pilot:
         await settle(pilot)
-        await pilot.press("right_square_bracket")
-        await settle(pilot)
+        for key in ["right_square_bracket"] * 3 + ["left_square_bracket"] * 2:  # LLM drawn, then Scores
+            await pilot.press(key)
+            await settle(pilot)
         shown_plot = app.screen.query_one("#plot-scores-scores-tab", HistoryPlot)
         hidden_plot = app.screen.query_one("#plot-calls-llm-tab", HistoryPlot)
         before = (shown_plot.redraws, hidden_plot.redraws)
+        assert before[1] == 1
         dark = shown_plot._colour(0)
         app.theme = "evotui-light"
         await settle(pilot)
         assert shown_plot.redraws == before[0] + 1 and hidden_plot.redraws == before[1]
         assert shown_plot._colour(0) != dark
+        for _ in range(2):  # shown again with unchanged data: drawn anew, in the new colours
+            await pilot.press("right_square_bracket")
+        await settle(pilot)
+        assert hidden_plot.redraws == before[1] + 1

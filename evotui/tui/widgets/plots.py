@@ -44,7 +44,11 @@ class HistoryPlot(PlotextPlot):
     def on_mount(self) -> None:
         super().on_mount()
         self.border_title = self.TITLES[self.kind]
-        self.app.theme_changed_signal.subscribe(self, lambda _theme: self._redraw(force=True))
+        self.app.theme_changed_signal.subscribe(self, self._theme_changed)
+
+    def _theme_changed(self, _theme) -> None:
+        self._drawn = None  # the colours are the old theme's: stale, shown or not
+        self._redraw()
 
     def on_resize(self) -> None:
         self._redraw()
@@ -58,10 +62,10 @@ class HistoryPlot(PlotextPlot):
         self.visible_in_pane = shown
         self._redraw()
 
-    def _redraw(self, force: bool = False) -> None:
+    def _redraw(self) -> None:
         history, revision, now = self._data
         key = (revision, now)
-        if not self.visible_in_pane or self.size.area == 0 or (key == self._drawn and not force):
+        if not self.visible_in_pane or self.size.area == 0 or key == self._drawn:
             return  # hidden (another tab, or folded away at this terminal size) or unchanged
         self._drawn = key
         self.redraws += 1
