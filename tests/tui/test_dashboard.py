@@ -289,3 +289,25 @@ async def test_a_theme_switch_redraws_the_shown_plots_in_its_colours():
             await pilot.press("right_square_bracket")
         await settle(pilot)
         assert hidden_plot.redraws == before[1] + 1
+
+
+async def test_streaming_data_redraws_a_plot_at_most_every_half_second(monkeypatch):
+    from evotui.tui.widgets import plots
+
+    now = [1000.0]
+    monkeypatch.setattr(plots, "clock", lambda: now[0])
+    app = frozen_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        await pilot.press("right_square_bracket")
+        await settle(pilot)
+        plot = app.screen.query_one("#plot-scores-scores-tab", HistoryPlot)
+        history, rev = app.sampler.frame.history, app.sampler.frame.history_rev
+        drawn = plot.redraws
+        for step in (1, 2, 3):  # data moves on within the interval: nothing drawn yet, one timer set
+            now[0] += 0.1
+            plot.show(history, rev + step, 1.5)
+        assert plot.redraws == drawn and plot._pending is not None
+        now[0] += plots.MIN_INTERVAL
+        plot._timed_redraw()  # what the timer does when the interval is over: the latest data
+        assert plot.redraws == drawn + 1 and plot._drawn == (rev + 3, 1.5)

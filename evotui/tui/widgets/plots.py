@@ -3,18 +3,26 @@ textual-plotext. Line colours are read from the app theme's variables, so they f
 switches and stay legible on light and dark themes.
 
 A plot redraws only when it is shown and its data moved on (the history's revision or the end of
-the time axis); a plot in a hidden panel remembers that it is stale and redraws when shown.
+the time axis), at most every MIN_INTERVAL while data streams in; a plot in a hidden panel
+remembers that it is stale and redraws when shown.
 """
 
 from __future__ import annotations
 
+import time
+
 from textual.color import Color
+from textual.timer import Timer
 from textual_plotext import PlotextPlot
 
 from engine.history import Line, RunHistory, depth_lines, latency_lines, rate_line, score_lines
 
 BUCKETS = 24
 """Windows the rate and latency plots divide the run into."""
+clock = time.monotonic
+"""The throttle's clock (tests replace it)."""
+MIN_INTERVAL = 0.5
+"""Seconds between two drawings of one plot while its data keeps changing."""
 PALETTE = ("primary", "accent", "success", "warning", "secondary", "error")
 """Theme variables the lines take their colours from, in legend order."""
 
@@ -39,6 +47,8 @@ class HistoryPlot(PlotextPlot):
         self.kind = kind
         self._data: tuple[RunHistory | None, int, float] = (None, -1, 0.0)
         self._drawn: tuple[int, float] | None = None
+        self._last_draw = 0.0
+        self._pending: Timer | None = None
         self.visible_in_pane = False
 
     def on_mount(self) -> None:
@@ -46,8 +56,13 @@ class HistoryPlot(PlotextPlot):
         self.border_title = self.TITLES[self.kind]
         self.app.theme_changed_signal.subscribe(self, self._theme_changed)
 
+    def _timed_redraw(self) -> None:
+        self._pending = None
+        self._redraw()
+
     def _theme_changed(self, _theme) -> None:
         self._drawn = None  # the colours are the old theme's: stale, shown or not
+        self._last_draw = 0.0
         self._redraw()
 
     def on_resize(self) -> None:
@@ -60,6 +75,8 @@ class HistoryPlot(PlotextPlot):
 
     def set_shown(self, shown: bool) -> None:
         self.visible_in_pane = shown
+        if shown:
+            self._last_draw = 0.0  # a newly shown plot draws at once
         self._redraw()
 
     def _redraw(self) -> None:
@@ -67,6 +84,14 @@ class HistoryPlot(PlotextPlot):
         key = (revision, now)
         if not self.visible_in_pane or self.size.area == 0 or key == self._drawn:
             return  # hidden (another tab, or folded away at this terminal size) or unchanged
+        wait = self._last_draw + MIN_INTERVAL - clock()
+        if self._drawn is not None and self._drawn[0] >= 0 and wait > 0:  # (-1: drawn without data)
+            # A plot is a large region to send: at most one drawing per MIN_INTERVAL while data
+            # streams in; the timer draws the latest data once the interval is over.
+            if self._pending is None:
+                self._pending = self.set_timer(wait, self._timed_redraw, name="plot-redraw")
+            return
+        self._last_draw = clock()
         self._drawn = key
         self.redraws += 1
         plt = self.plt
