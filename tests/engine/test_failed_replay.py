@@ -26,7 +26,7 @@ async def test_failed_candidates_are_told_live_and_rebuilt_exactly_on_resume(har
         return completion("I would rather not write a block this time.") if len(proposals) % 3 == 0 else None
 
     harness.fake.override = override
-    run = await harness.create(budget={"max_proposals": 9})
+    run = await harness.create(pipeline={"mode": "async"}, budget={"max_proposals": 9})
     result = await harness.run_to_end(run, timeout=20)
     assert result.status == "completed"
     agents, live = _log(run)

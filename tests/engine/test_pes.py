@@ -111,7 +111,7 @@ async def test_the_plan_runs_before_the_staleness_checked_propose_and_reaches_th
     monkeypatch.setattr(runner_mod, "strategy_for", lambda ctx: build("loongflow", "prompt", SearchParams()))
     replies = {"plan": "PLAN: name the keyword explicitly", "summarize": "SUMMARY: naming the keyword helped"}
     harness.fake.override = lambda req: completion(replies[req.stage]) if req.stage in replies else None
-    run = await harness.create(budget={"max_proposals": 3})
+    run = await harness.create(pipeline={"mode": "async"}, budget={"max_proposals": 3})
     spec = run.orchestrator.spec
     names = spec.names
     # The plan is made against the item's pool version; the staleness check that follows it

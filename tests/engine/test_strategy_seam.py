@@ -108,7 +108,9 @@ async def test_a_strategys_own_stages_run_as_pipeline_stages_and_guide_the_propo
     monkeypatch.setattr(runner_mod, "strategy_for", lambda ctx: planned)
     fake = harness.fake
     fake.override = lambda req: completion("PLAN: add the missing keyword") if req.stage == "plan" else None
-    run = await harness.create(budget={"max_proposals": 3})
+    # Mode named: the strategy comes from the patched strategy_for, not the config, so a
+    # kind's default mode could not know it has no gate.
+    run = await harness.create(pipeline={"mode": "async"}, budget={"max_proposals": 3})
     orch = run.orchestrator
     assert orch.spec.names == ("rollout", "plan", "propose", "evaluate", "summarize", "update")
     assert orch.stages["plan"].target_workers == 3 and "plan" in orch.spec.scalable
