@@ -12,6 +12,7 @@ import os
 import random
 import secrets
 import time
+from functools import reduce
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,7 +20,7 @@ import httpx
 
 from engine import events as ev
 from engine.budget import Budget
-from engine.config import LOCAL_URL, SIM_URL, ConfigError, EndpointConfig, RunConfig, build_config
+from engine.config import LOCAL_URL, SIM_URL, ConfigError, EndpointConfig, RunConfig, build_config, deep_merge
 from engine.context import EXIT_IO, CallSink, FatalRunError, RunContext
 from engine.evaluator import EXIT_EVALUATOR_LOST
 from engine.events import EventBus
@@ -41,7 +42,7 @@ from engine.snapshot import EngineSnapshot, build_snapshot
 from engine.run_lease import keep_lease, mark_interrupted, release_quietly, remove_db_files
 from engine.store.lease import Lease
 from engine.store.store import Store, StoreError
-from engine.pipeline.modes import mode_named
+from engine.pipeline.modes import mode_named, throughput_default
 from engine.stages.kinds import build_handlers, search_params, strategy_for
 from engine.strategy import UnknownStrategy, build as build_strategy
 from engine.tasks.loader import load_any_task, with_program_settings
@@ -101,7 +102,13 @@ class EngineRun:
     async def create(cls, task_ref: str, layers: list[tuple[str, dict]], db_path: Path) -> "EngineRun":
         try:
             task = load_any_task(task_ref)
-            config = build_config([("defaults of task.toml", task.defaults), *layers])
+            layers = [("defaults of task.toml", task.defaults), *layers]
+            asked = reduce(deep_merge, (layer for _, layer in layers), {})
+            default = throughput_default(task.kind, asked.get("strategy", {}).get("name"),
+                                         getattr(task, "seed_components", None) is None, asked.get("pipeline", {}))
+            if default is not None:
+                layers = [("evotui's default for prompt tasks (mode chain)", default), *layers]
+            config = build_config(layers)
             task = with_program_settings(task, config.program)
         except (TaskError, ConfigError) as exc:
             raise SetupError(str(exc)) from None

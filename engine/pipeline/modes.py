@@ -63,6 +63,22 @@ MODES: dict[str, Mode] = {
 }
 
 
+ASYNC_ONLY = {"policy": "full", "speculation": False, "merge": False, "adaptive": False}
+"""[pipeline] options only mode async serves, with their off values."""
+
+
+def throughput_default(kind: str, strategy: str | None, single_component: bool, pipeline: dict) -> dict | None:
+    """The fastest quality-keeping mode as a prompt task's default: mode chain (evotui bench
+    --peers, README "Benchmark"), unless the user chose a mode, asked for an option only async
+    serves, or the task is one chain does not run (program tasks, named components, a strategy
+    without a minibatch gate). None: the plain defaults (mode async)."""
+    if kind != "prompt" or strategy not in (None, "gepa") or not single_component or "mode" in pipeline:
+        return None
+    if any(key in pipeline and pipeline[key] != off for key, off in ASYNC_ONLY.items()):
+        return None
+    return {"pipeline": {"mode": "chain"}}
+
+
 def mode_named(name: str) -> Mode:
     try:
         return MODES[name]

@@ -226,8 +226,8 @@ def test_gap_threshold_defaults_per_policy_and_an_explicit_max_gap_wins() -> Non
 async def test_runtime_policy_switch_uses_the_new_policys_default_gap(tmp_path) -> None:
     from engine.runner import EngineRun
 
-    run = await EngineRun.create("rules", [("test", {"budget": {"max_proposals": 1}, "sim": {"time_scale": 1000}})],
-                                 tmp_path / "r.db")
+    run = await EngineRun.create("rules", [("test", {"budget": {"max_proposals": 1}, "sim": {"time_scale": 1000},
+                                                     "pipeline": {"mode": "async"}})], tmp_path / "r.db")
     try:
         run.set_policy("reflective")
         assert (run.ctx.policy.name, run.ctx.policy.max_gap) == ("reflective", 0)
@@ -237,3 +237,22 @@ async def test_runtime_policy_switch_uses_the_new_policys_default_gap(tmp_path) 
         assert run.ctx.policy.max_gap == 5
     finally:
         await run.close()
+
+
+async def test_prompt_tasks_default_to_mode_chain_unless_asked_otherwise(tmp_path) -> None:
+    """The fastest quality-keeping mode (bench --peers) is a prompt task's default; a chosen
+    mode, an option only async serves, or a program task keeps the plain default (async)."""
+    from engine.runner import EngineRun
+
+    base = {"budget": {"max_proposals": 1}, "sim": {"time_scale": 1000}}
+    cases = [("rules", {}, "chain"), ("rules", {"pipeline": {"mode": "sync"}}, "sync"),
+             ("rules", {"pipeline": {"policy": "reflective"}}, "async"),
+             ("rules", {"pipeline": {"merge": True}}, "async"),
+             ("rules", {"strategy": {"name": "openevolve"}}, "async"),
+             ("circle_packing", {}, "async")]
+    for k, (task, layer, mode) in enumerate(cases):
+        run = await EngineRun.create(task, [("test", {**base, **layer})], tmp_path / f"r{k}.db")
+        try:
+            assert run.ctx.config.pipeline.mode == mode, (task, layer)
+        finally:
+            await run.close()

@@ -113,7 +113,7 @@ def stages_for(guard: str, score: float = 2.0) -> ProgramStages:
                           reservations={}, reflection_llm=None, rng=random.Random(0), store=FakeStore(),
                           staleness_counts=Counter(), run_id="r", program=ProgramCounters(),
                           policy=make_policy("reflective", 0), config=RunConfig(), seed_id="a0")
-    stages = ProgramStages(ctx, strategy_for(ctx), sandbox=FakeSandbox(score))
+    stages = ProgramStages(ctx, strategy_for(ctx), evaluator=FakeSandbox(score))
     spec = stages.pipeline()
     stages.bind(Recorder(ctx, spec.checked, spec.reflect_to, on_item_end=lambda item: None, on_fatal=lambda exc: None),
                 spawn=lambda *a, **k: None)
