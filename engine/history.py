@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import time
 from collections import deque
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Iterable, Mapping
 
 MAX_POINTS = 20_000
 """Events kept per series; older ones drop off (the database keeps them all)."""

@@ -202,7 +202,7 @@ def test_the_cli_refuses_a_clashing_keymap_before_taking_the_terminal(tmp_path):
     ui = tmp_path / "ui.toml"
     ui.write_text('[keymap]\npause = "p"\n')
     proc = subprocess.run([sys.executable, "-m", "evotui.cli", "attach", "--db", str(tmp_path / "x.db"),
-                           "--ui-config", str(ui)], capture_output=True, text=True, timeout=60, cwd=ROOT)
+                           "--ui-config", str(ui)], check=False, capture_output=True, text=True, timeout=60, cwd=ROOT)
     assert proc.returncode == 2
     assert "keymap clash: 'p' for pause clashes with policy (p)" in proc.stderr
 
@@ -230,7 +230,7 @@ asyncio.run(main(Path(sys.argv[1])))
 
 
 def test_no_traceback_when_a_client_is_connected_at_exit(tmp_path):
-    proc = subprocess.run([sys.executable, "-c", EXIT_WITH_CLIENT, str(tmp_path / "r.db")], capture_output=True,
+    proc = subprocess.run([sys.executable, "-c", EXIT_WITH_CLIENT, str(tmp_path / "r.db")], check=False, capture_output=True,
                           text=True, timeout=120, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr
     assert "closed with a client connected" in proc.stdout

@@ -6,7 +6,13 @@ from __future__ import annotations
 import sqlite3
 from types import SimpleNamespace
 
-from engine.history import RunHistory, SnapshotFeed, latency_lines, rate_line, score_lines
+from engine.history import (
+    RunHistory,
+    SnapshotFeed,
+    latency_lines,
+    rate_line,
+    score_lines,
+)
 from engine.history_db import load_history, open_reader
 from engine.runner import EngineRun
 from evotui.headless import drive
@@ -86,7 +92,8 @@ async def test_unknown_run_gives_no_reader(tmp_path):
 
 
 def _snap(**kw):
-    base = dict(best_score=0.5, proposals=3, stages=(SimpleNamespace(name="propose", depth=2),), gap_histogram={0: 1})
+    base = {"best_score": 0.5, "proposals": 3, "stages": (SimpleNamespace(name="propose", depth=2),),
+            "gap_histogram": {0: 1}}
     return SimpleNamespace(**{**base, **kw})
 
 

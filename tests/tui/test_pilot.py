@@ -18,7 +18,9 @@ from evotui.tui.screens.base import ConfirmScreen, ReasonScreen
 from evotui.tui.screens.lineage import DiffScreen
 from evotui.tui.settings import UISettings
 
-LAYER = {"sim": {"time_scale": 400}, "budget": {"max_proposals": 40}, "pipeline": {"review_before_evaluate": True}}
+LAYER = {"sim": {"time_scale": 400}, "budget": {"max_proposals": 40},
+         "pipeline": {"mode": "async", "review_before_evaluate": True}}
+"""Mode async: every binding works there (mode chain refuses policy switches, tested below)."""
 
 
 async def live_app(db: Path, **settings) -> tuple[EvoApp, EngineRun]:

@@ -13,7 +13,13 @@ from evotui.tui.backend import Frame
 from evotui.tui.keymap import DASHBOARD_BINDINGS
 from evotui.tui.screens.base import EvoScreen
 from evotui.tui.widgets.eventlog import FollowLog
-from evotui.tui.widgets.panels import BudgetPanel, GapsPanel, LLMPanel, QueuePanel, ScoresPanel
+from evotui.tui.widgets.panels import (
+    BudgetPanel,
+    GapsPanel,
+    LLMPanel,
+    QueuePanel,
+    ScoresPanel,
+)
 from evotui.tui.widgets.plots import HistoryPlot
 
 PANES = (("overview", "Overview"), ("scores-tab", "Scores"), ("queues-tab", "Queues & gaps"),
@@ -65,19 +71,16 @@ with **+**/**-**. Space pauses; **2** opens the review queue, **3** the lineage.
                 with Horizontal(id="overview-plots", classes="plots"):
                     yield from self.plots["overview"]
                 yield self.log_view
-            with TabPane("Scores", id="scores-tab"):
+            with TabPane("Scores", id="scores-tab"), Horizontal(classes="plots"):
+                yield from self.plots["scores-tab"]
+            with TabPane("Queues & gaps", id="queues-tab"), Vertical():
+                yield gaps_full
                 with Horizontal(classes="plots"):
-                    yield from self.plots["scores-tab"]
-            with TabPane("Queues & gaps", id="queues-tab"):
-                with Vertical():
-                    yield gaps_full
-                    with Horizontal(classes="plots"):
-                        yield from self.plots["queues-tab"]
-            with TabPane("LLM", id="llm-tab"):
-                with Vertical():
-                    yield llm_full
-                    with Horizontal(classes="plots"):
-                        yield from self.plots["llm-tab"]
+                    yield from self.plots["queues-tab"]
+            with TabPane("LLM", id="llm-tab"), Vertical():
+                yield llm_full
+                with Horizontal(classes="plots"):
+                    yield from self.plots["llm-tab"]
             with TabPane("Budget", id="budget-tab"):
                 yield budget_full
 

@@ -10,12 +10,20 @@ remembers that it is stale and redraws when shown.
 from __future__ import annotations
 
 import time
+from typing import ClassVar
 
 from textual.color import Color
 from textual.timer import Timer
 from textual_plotext import PlotextPlot
 
-from engine.history import Line, RunHistory, depth_lines, latency_lines, rate_line, score_lines
+from engine.history import (
+    Line,
+    RunHistory,
+    depth_lines,
+    latency_lines,
+    rate_line,
+    score_lines,
+)
 
 BUCKETS = 24
 """Windows the rate and latency plots divide the run into."""
@@ -30,7 +38,7 @@ PALETTE = ("primary", "accent", "success", "warning", "secondary", "error")
 class HistoryPlot(PlotextPlot):
     """One plot of a RunHistory; `kind` picks which (see TITLES)."""
 
-    TITLES = {
+    TITLES: ClassVar[dict[str, str]] = {
         "scores": "Best and mean score",
         "rate": "Proposals per minute",
         "depth": "Queue depth per stage",
