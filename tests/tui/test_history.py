@@ -55,17 +55,23 @@ async def test_history_from_the_database_matches_the_stored_run(tmp_path):
     assert p50.label == "p50 sim s"
 
 
-async def test_a_resumed_run_starts_with_its_stored_history(tmp_path):
+async def test_a_resumed_run_starts_with_its_stored_history_and_extends_it(tmp_path):
     db = tmp_path / "r.db"
     run, _ = await finished_run(db)
-    stored = await load_history(db, run.ctx.run_id)
-    backend = LiveBackend(run)  # as `evotui resume` builds it, before its engine starts
+    run_id = run.ctx.run_id
+    stored = await load_history(db, run_id)
+    resumed = await EngineRun.resume(db, run_id, {"max_proposals": 20})
+    backend = LiveBackend(resumed)  # as `evotui resume` builds it, before its engine starts
     assert backend.history.revision == 0
     await backend.start()
     assert backend.feed.now == stored.last_t()  # the time axes start where the stored run ended
     frame = backend.frame()
     assert frame.history is backend.history and len(frame.history.calls) == len(stored.calls)
     assert frame.history_now >= round(stored.last_t(), 1)
+    await resumed.run()  # closes the run and its store
+    after = await load_history(db, run_id)
+    # Every call the resumed run made was added once: the plots match what the database holds.
+    assert len(backend.history.calls) == len(after.calls) > len(stored.calls)
 
 
 async def test_attach_reads_the_history_and_then_only_new_calls(tmp_path):
