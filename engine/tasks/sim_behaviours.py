@@ -9,9 +9,11 @@ that gains a simulated model adds its plug-in here.
 from __future__ import annotations
 
 from engine.llm.sim.plugins import SimBehaviour
+from engine.tasks.agentworld_sim import AgentWorldBehaviour
 from engine.tasks.ruleworld_sim import RuleWorldBehaviour
 
 
 def all_behaviours() -> tuple[SimBehaviour, ...]:
-    """Every built-in task's plug-in, in the order the simulator asks them."""
-    return (RuleWorldBehaviour(),)
+    """Every built-in task's plug-in, in the order the simulator asks them (the agent-tools
+    reflector first: the rules reflector answers any fenced block with feedback)."""
+    return (AgentWorldBehaviour(), RuleWorldBehaviour())

@@ -1,0 +1,3 @@
+def round_total(x):
+    """Round a total for display."""
+    return int(x)
