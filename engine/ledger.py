@@ -83,6 +83,16 @@ class Ledger:
         self._accept(item, stored, before)
         return stored
 
+    def add_external(self, art: Artifact, operator: str, detail: Mapping[str, object]) -> Artifact:
+        """An artifact made outside the pipeline (`evotui tune --add`): it enters the pool with its
+        lineage rows labelled `operator`; no item, no counters, no bus event."""
+        ctx = self.ctx
+        change = ctx.pool.add(art, {**detail, "operator": operator})
+        stored = ctx.pool.get(art.artifact_id)
+        self._persist(stored, [], {}, operator, lineage=True)
+        self._pool_event(change)
+        return stored
+
     def insert_speculative(self, item: WorkItem, art: Artifact, partial: float, threshold: float) -> PoolChange:
         """An artifact scored on a validation prefix only: selectable as a parent, never best."""
         ctx = self.ctx

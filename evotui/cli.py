@@ -97,7 +97,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     from evotui import trace_cmd
 
-    trace_cmd.add_parsers(sub, DEFAULT_DB)  # evotui export / import / analyze / replay (EvoTrace)
+    trace_cmd.add_parsers(sub, DEFAULT_DB)  # evotui export / import / analyze / replay / tune (EvoTrace)
     from evotui import bench_evaluator
 
     bench_evaluator.add_parser(sub)  # evotui bench-evaluator: local sandbox vs Ray
@@ -155,7 +155,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _dispatch(args: argparse.Namespace) -> int:
-    if args.command in ("export", "import", "analyze", "replay"):
+    if args.command in ("export", "import", "analyze", "replay", "tune"):
         from evotui import trace_cmd
 
         return trace_cmd.main(args)

@@ -1,4 +1,4 @@
-"""`evotui export`, `import`, `analyze` and `replay`: the EvoTrace commands (engine/trace).
+"""`evotui export`, `import`, `analyze`, `replay` and `tune`: the EvoTrace commands (engine/trace).
 
 Every user mistake (no database, no run, a bad folder, a target that is not empty) is one line
 on stderr and exit 2."""
@@ -42,6 +42,10 @@ def add_parsers(sub: argparse._SubParsersAction, default_db: Path) -> None:
     rep.add_argument("--db", type=Path, default=default_db)
     rep.add_argument("--json", action="store_true")
     _add_llm_flags(rep)
+
+    from evotui import tune_cmd
+
+    tune_cmd.add_parser(sub, default_db, _add_llm_flags)
 
 
 def _add_llm_flags(p: argparse.ArgumentParser) -> None:
@@ -137,7 +141,13 @@ async def _replay(args: argparse.Namespace) -> int:
     return await trace_replay_cmd.run(args)
 
 
-_COMMANDS = {"export": _export, "import": _import, "analyze": _analyze, "replay": _replay}
+async def _tune(args: argparse.Namespace) -> int:
+    from evotui import tune_cmd
+
+    return await tune_cmd.run(args)
+
+
+_COMMANDS = {"export": _export, "import": _import, "analyze": _analyze, "replay": _replay, "tune": _tune}
 
 
 def print_json(obj: object) -> None:

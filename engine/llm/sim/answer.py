@@ -13,7 +13,7 @@ import re
 from typing import Sequence
 
 from engine.llm.sim import edit_judge, pes_agents, program_model
-from engine.llm.sim import context_agents, reviser
+from engine.llm.sim import context_agents, knob_ranker, reviser
 from engine.llm.sim.feedback import has_feedback
 from engine.llm.sim.plugins import Kind, SimBehaviour, SimRequest, message_text
 
@@ -91,6 +91,8 @@ def answer(messages: list[dict], stage: str, rng: random.Random,
     req = read_request(messages, stage)
     if edit_judge.recognises(req):  # generic, by its marker line: no task prompt carries it
         return edit_judge.answer(req)
+    if knob_ranker.recognises(req):  # generic, by its marker line: `evotui tune`'s knob ranking
+        return knob_ranker.answer(req)
     if context_agents.recognises(req):  # generic, by the ContextEvolve agents' marker lines
         return context_agents.answer(req)
     if pes_agents.recognises(req):  # LoongFlow's planner/summarizer, by their marker lines
