@@ -34,7 +34,10 @@ from engine.sandbox import SandboxLimits
 from engine.tasks.openevolve_config import OPENEVOLVE_DEFAULTS, map_openevolve, read_openevolve_yaml
 from engine.tasks.prompt_task import TaskError
 
-NATIVE_KEYS = {"name", "kind", "description", "initial_program", "evaluator", "program", "defaults", "language"}
+NATIVE_KEYS = {"name", "kind", "description", "initial_program", "evaluator", "program", "defaults", "language",
+               "heldout"}
+HELDOUT_EVALUATOR = "heldout_evaluator.py"
+"""The held-out evaluator a native task uses when its task.toml declares none ([heldout] evaluator)."""
 EXPECTED = ("expected task.toml (evotui), initial_program.py + evaluator.py [+ config.yaml] (OpenEvolve) "
             "or initial.py + evaluate.py (ShinkaEvolve); the initial program may be in another language "
             "(initial_program.rs, initial.jl, ...)")
@@ -99,6 +102,9 @@ class ProgramTask:
     language: LanguageSpec = PYTHON
     suffix: str = ".py"
     """The candidate file's suffix (the initial file's, or config.yaml's file_suffix)."""
+    heldout_evaluator: Path | None = None
+    """[heldout] evaluator (or heldout_evaluator.py beside task.toml): a second evaluator that
+    `evotui analyze` re-scores the best-so-far chain with (overfitting check); runs never use it."""
 
     @property
     def sandbox_mode(self) -> str:
@@ -231,7 +237,19 @@ def load_native(folder: Path, spec: dict) -> ProgramTask:
         initial_program=program, evaluator=evaluator.resolve(), format="native",
         settings=_settings(spec.get("program", {}), f"{toml_path} [program]"), defaults=defaults,
         warnings=tuple(warnings), language=language, suffix=path.suffix,
+        heldout_evaluator=_heldout_evaluator(folder, toml_path, spec.get("heldout")),
     )
+
+
+def _heldout_evaluator(folder: Path, toml_path: Path, table: object) -> Path | None:
+    if table is None:
+        default = folder / HELDOUT_EVALUATOR
+        return default.resolve() if default.is_file() else None
+    if not isinstance(table, dict) or set(table) != {"evaluator"} or not isinstance(table["evaluator"], str):
+        raise TaskError(f"{toml_path}: [heldout] takes one key, evaluator = \"{HELDOUT_EVALUATOR}\"")
+    path = folder / table["evaluator"]
+    _check_evaluator(path, shinka=False)
+    return path.resolve()
 
 
 def _config_path(folder: Path) -> Path:

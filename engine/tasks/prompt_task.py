@@ -8,6 +8,8 @@ it receives LLM output as plain data. task.toml:
     [metric] file, function       # function(example: dict, output: str) -> {"score", "feedback"}
     [input] template               # optional, str.format over the example (default "{input}")
     [defaults]                     # optional RunConfig overrides
+    heldout = "heldout.jsonl"      # optional: examples only `evotui analyze` scores (default: that
+                                   # file when it exists), never seen by a run
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
@@ -25,7 +27,9 @@ from engine.resources import data_dir
 
 BUILTIN_DIR = data_dir("tasks", "engine")
 KNOWN_KEYS = {"name", "kind", "description", "seed_prompt", "train", "val", "metric", "input", "defaults",
-              "component"}
+              "component", "heldout"}
+HELDOUT = "heldout.jsonl"
+"""The held-out split a task uses when its task.toml names none (heldout = "...")."""
 COMPONENT_KEYS = {"name", "text", "file", "evolvable"}
 
 
@@ -56,6 +60,8 @@ class PromptTask:
     seed_components: Components | None = None
     """[[component]] tables: the seed's named parts (seed_prompt is then their rendering); None =
     one component, the seed_prompt file."""
+    heldout: list[dict] = field(default_factory=list)
+    """The held-out split (`evotui analyze` re-scores the best-so-far chain on it); runs never see it."""
 
     @property
     def max_score(self) -> float:
@@ -279,6 +285,15 @@ def load_task(name_or_path: str) -> PromptTask:
     overlap = set(task.train_ids) & set(task.val_ids)
     if overlap:
         raise TaskError(f"{folder}: train and val share example ids ({', '.join(sorted(overlap)[:3])}); make them unique")
+    heldout_file = folder / str(spec["heldout"]) if "heldout" in spec else folder / HELDOUT
+    if "heldout" in spec or heldout_file.is_file():
+        held = _read_jsonl(heldout_file)
+        shared = {ex["id"] for ex in held} & (set(task.train_ids) | set(task.val_ids))
+        if shared:
+            raise TaskError(f"{heldout_file}: held-out example ids also in train or val "
+                            f"({', '.join(sorted(shared)[:3])}); a held-out split must be unseen")
+        task = replace(task, heldout=held)
+        task.user_message(held[0])
     for ex in (task.train[0], task.val[0]):
         task.user_message(ex)
     return task

@@ -70,6 +70,14 @@ def render(result: dict[str, Any]) -> str:
                     f"{et['judge_calls']} LLM calls, {et['cached']} cached</p>")
         body.append(_bars([(r["label"], r["prevalence"]) for r in et["labels"]], "prevalence"))
         body.append(_bars([(r["label"], r["odds_ratio"]) for r in et["labels"] if r["odds_ratio"] is not None], "odds ratio of improving the parent"))
+    ho = result.get("heldout")
+    if ho is not None and ho.get("available"):
+        body.append(f"<h2>Held-out check</h2><p>{html.escape(ho['source'])}: <b>{html.escape(ho['label'])}</b> "
+                    f"(public gain {ho['public_gain']:.4g}, held-out gain {html.escape(str(ho['heldout_gain']))})</p>")
+        pts = [s for s in ho["chain"] if s["heldout"] is not None]
+        body.append(_line_plot([s["proposal"] for s in pts], [s["heldout"] for s in pts], "held-out score of the best-so-far chain", step=True))
+    elif ho is not None:
+        body.append(f"<h2>Held-out check</h2><p>not available: {html.escape(ho['reason'])}</p>")
     data = html.escape(json.dumps({k: v for k, v in result.items()}, default=str))
     return (f"<!doctype html><html><head><meta charset='utf-8'><title>evotui analysis {html.escape(result['run_id'])}"
             f"</title><style>{_CSS}</style></head><body>{''.join(body)}"

@@ -58,4 +58,23 @@ def text(result: dict[str, Any]) -> str:
             out.append(f"  {r['label']:22} {r['edits']:>5} {bar(r['prevalence'], 16)} {r['prevalence']:>8.3f} "
                        f"{_fmt(r['odds_ratio']):>10} {_fmt(r['enrichment_best_so_far']):>8} "
                        f"{_fmt(r['enrichment_final_lineage']):>10}")
+    out += heldout_text(result.get("heldout"))
     return "\n".join(out)
+
+
+def heldout_text(h: dict[str, Any] | None) -> list[str]:
+    if h is None:
+        return []
+    if not h["available"]:
+        return ["", f"HELD-OUT: not available ({h['reason']})"]
+    out = ["", f"HELD-OUT ({h['source']}): {h['label'].upper()}"]
+    out.append(f"  public gain {_fmt(h['public_gain'])}, held-out gain {_fmt(h['heldout_gain'])}, retained "
+               f"{_fmt(h['retained'])} (aligned >= 0.5, mild overfit 0..0.5, severe < 0); "
+               f"{h['steps_disagreeing']} best-so-far step(s) lowered the held-out score")
+    if h["kind"] == "prompt":
+        out.append(f"  task-model calls {h['llm_calls']}, cached {h['cached']}, failed {h['failed_calls']}")
+    out.append(f"  {'proposal':>8} {'candidate':10} {'public':>10} {'held-out':>10}")
+    for s in h["chain"]:
+        out.append(f"  {s['proposal']:>8} {s['candidate_id']:10} {_fmt(s['public']):>10} {_fmt(s['heldout']):>10}"
+                   + ("" if s["heldout"] is not None else f"  {s['note'][:60]}"))
+    return out

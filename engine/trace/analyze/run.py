@@ -1,4 +1,4 @@
-"""One analysis of a run: the three sections as one JSON-able dict."""
+"""One analysis of a run: its sections (lineage, cycling, edit types, held-out) as one JSON-able dict."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from typing import Any
 
 from engine.store.store import Store
 from engine.trace import collect
-from engine.trace.analyze import cycling, edits, lineage
+from engine.trace.analyze import cycling, edits, heldout, lineage
 from engine.trace.llm import Choice, endpoint_config, make_client
 
 
@@ -20,4 +20,5 @@ async def analyze(store: Store, run_id: str, *, judge: bool, choice: Choice) -> 
         stats = await edits.label(store, found, lambda: make_client(cfg, trace.run.get("config") or {}, "judge"),
                                   cfg.model)
         out["edit_types"] = edits.summarise(trace, found, stats) | {"judge_model": cfg.model}
+    out["heldout"] = await heldout.analyze(store, trace, llm_ok=judge, choice=choice)
     return out
