@@ -166,3 +166,57 @@ async def branch_source(db: Path, run_id: str, artifact_id: str) -> BranchSource
         raise AdminError(f"artifact {artifact_id} was removed from run {run_id}'s pool; branch from a validated one")
     return BranchSource(run_id=run_id, task_path=str(found.run["task_path"]), config=found.run["config"] or {},
                         artifact=found.artifact)
+
+
+# -- component versions (engine/component_versions.py) -------------------------------------------
+@dataclass(frozen=True)
+class RunVersions:
+    """A stored run's component versions and the artifact that is active (Pool.best, restores
+    followed)."""
+    run_id: str
+    index: Any
+    active_id: str | None
+
+
+async def run_versions(db: Path, run_id: str) -> RunVersions:
+    """Read-only: the versions of every component of a run, rebuilt from its committed rows."""
+    from engine.component_versions import VersionIndex
+    from engine.pool import Pool
+    from engine.run_state import change_from_row
+
+    store = await _open_readonly(db)
+    try:
+        if not await store.fetch_rows("runs", run_id):
+            raise AdminError(f"no run {run_id!r} in {db}; list runs with `evotui runs --db {db}`")
+        arts = [artifact_from_row(r) for r in await store.fetch_rows("artifacts", run_id)]
+        changes = [change_from_row(r) for r in await store.fetch_rows("pool_events", run_id)]
+    finally:
+        await store.close()
+    pool = Pool()
+    try:
+        pool.restore(arts, changes)
+    except PoolError as exc:
+        raise AdminError(f"run {run_id}: {exc}") from None
+    best = pool.best()
+    return RunVersions(run_id, VersionIndex(arts), best.artifact_id if best else None)
+
+
+async def resolve_target(db: Path, run_id: str, target: str) -> str:
+    """The artifact id `target` names: an artifact id as it is, or a component version
+    NAME@X.Y.Z of this run (the committed artifact that introduced it)."""
+    from engine.component_versions import parse_spec
+
+    spec = parse_spec(target)
+    if spec is None:
+        return target
+    versions = await run_versions(db, run_id)
+    found = versions.index.find(*spec)
+    if found is not None:
+        return found.artifact_id
+    known = versions.index.history.get(spec[0])
+    if known is None:
+        names = ", ".join(sorted(versions.index.history)) or "none"
+        raise AdminError(f"run {run_id} has no component {spec[0]!r} (its components: {names})")
+    raise AdminError(f"run {run_id} has no version {target} (versions of {spec[0]}: {known[0].version} to "
+                     f"{known[-1].version}); a version belongs to its own run, see `evotui components {run_id} "
+                     f"{spec[0]} --db {db}`")

@@ -104,7 +104,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     rst = sub.add_parser("restore", help="make an earlier validated artifact the run's active best (audited)")
     rst.add_argument("run_id", help="run id (see `evotui runs`)")
-    rst.add_argument("artifact_id", help="artifact id (see `evotui show RUN`)")
+    rst.add_argument("artifact_id", help="artifact id (see `evotui show RUN`) or component version NAME@X.Y.Z")
     rst.add_argument("--reason", default="", metavar="TEXT", help="why (kept in the audit row)")
     rst.add_argument("--db", type=Path, default=DEFAULT_DB, help=f"SQLite database (default {DEFAULT_DB})")
 
@@ -113,6 +113,10 @@ def build_parser() -> argparse.ArgumentParser:
     bra.add_argument("artifact_id", help="artifact id (see `evotui show RUN`)")
     options.add_run_flags(bra)
     _add_common(bra)
+
+    from evotui import components_cmd
+
+    components_cmd.add_parsers(sub, DEFAULT_DB)  # evotui components / audit
 
     sim = sub.add_parser("sim-server", help="serve the simulated backend on 127.0.0.1 over HTTP")
     sim.add_argument("--port", type=int, default=8000)
@@ -169,6 +173,8 @@ def _dispatch(args: argparse.Namespace) -> int:
         return _run(args)
     if args.command == "restore":
         return asyncio.run(_restore(args))
+    if args.command in ("components", "audit"):
+        return _components(args)
     if args.command == "branch":
         return _branch(args)
     if args.command == "attach":
@@ -256,9 +262,10 @@ def _headless(args: argparse.Namespace, open_run) -> int:
 
 async def _restore(args: argparse.Namespace) -> int:
     """Through the live driver's control socket when a process drives the run, else offline."""
-    from engine.run_admin import AdminError, check_restorable, find_artifact, restore_offline
+    from engine.run_admin import AdminError, check_restorable, find_artifact, resolve_target, restore_offline
 
     try:
+        args.artifact_id = await resolve_target(args.db, args.run_id, args.artifact_id)
         found = await find_artifact(args.db, args.run_id, args.artifact_id, writable=True)
         check_restorable(found)
         if found.run["status"] == "running":  # a live driver (a dead one reads as interrupted)
@@ -286,6 +293,19 @@ async def _restore_live(args: argparse.Namespace) -> str:
     finally:
         await client.close()
     return RestoreResult(**reply).line()
+
+
+def _components(args: argparse.Namespace) -> int:
+    from engine.run_admin import AdminError
+    from evotui import components_cmd
+
+    main = components_cmd.components_main if args.command == "components" else components_cmd.audit_main
+    try:
+        out = asyncio.run(main(args))
+    except AdminError as exc:
+        raise UsageError(str(exc)) from None
+    print(out if isinstance(out, str) else "\n".join(out))
+    return 0
 
 
 def _branch(args: argparse.Namespace) -> int:

@@ -25,6 +25,7 @@ from engine.pipeline.spec import PipelineSpec, StageSpec
 from engine.pool import Artifact
 from engine.selection import merge
 from engine.stages import reflection
+from engine.stages.audit import AuditMixin
 from engine.stages.base import KindHandlers
 from engine.stages.chain import ChainMixin
 from engine.stages.example_kinds import ExampleKindMixin
@@ -36,7 +37,7 @@ from engine.tasks.prompt_task import TaskError
 TOKENS_PER_CALL_PRIOR = 1500.0
 """Tokens per call assumed for budget reservations until calls have been observed."""
 
-class PromptStages(SpeculationMixin, ChainMixin, StaleRepairMixin, ExampleKindMixin, KindHandlers):
+class PromptStages(AuditMixin, SpeculationMixin, ChainMixin, StaleRepairMixin, ExampleKindMixin, KindHandlers):
     """Handlers of a prompt task running `strategy` (engine/pipeline/spec.py: SearchHandlers)."""
 
     kind = "prompt"
@@ -194,7 +195,7 @@ class PromptStages(SpeculationMixin, ChainMixin, StaleRepairMixin, ExampleKindMi
             messages = reflection.build_messages(ctx.task.description, current, item.payload["traces"], others)
         messages = await self.with_guidance(messages, item)
         reason = ""
-        child = None
+        child = res = None
         try:
             res = await ctx.reflection_llm.chat(messages, stage="propose", shrink=middle_out)
             if res.finish_reason == "length":
@@ -219,6 +220,7 @@ class PromptStages(SpeculationMixin, ChainMixin, StaleRepairMixin, ExampleKindMi
             item.payload["reason"] = reason
         # Charged once the call is over: a proposal cut short by a stop is redone, not paid twice.
         self.recorder.charge_proposal(item, made=child is not None)
+        self.audit_proposal(item, current, res.text if res is not None else None)
         ctx.bus.publish(ev.ProposalEnd(item_id=item.item_id, parent_id=parent.artifact_id, ok=child is not None, reason=reason))
         return self.proposal_outcome(item)
 
@@ -227,7 +229,7 @@ class PromptStages(SpeculationMixin, ChainMixin, StaleRepairMixin, ExampleKindMi
         turn (GEPA's round robin)."""
         if self.ctx.config.pipeline.component_selection == "all":
             return components.evolvable(parts)
-        return [self.next_component(parent, parts, item)]
+        return [self.choose_component(components.evolvable(parts), self.next_component(parent, parts, item), item)]
 
     def resumed_proposal(self, item: WorkItem) -> WorkItem | None:
         """An item re-enqueued after its proposal was charged: on it goes, without a new call
@@ -282,6 +284,7 @@ class PromptStages(SpeculationMixin, ChainMixin, StaleRepairMixin, ExampleKindMi
             self.reject(item, f"minibatch gate: {refused}")
             return None
         self.record_validation(item, await self.full_validation(item, child))
+        self.audit_evaluation(item, True)
         return item
 
     def reject(self, item: WorkItem, reason: str) -> None:
@@ -338,6 +341,7 @@ class PromptStages(SpeculationMixin, ChainMixin, StaleRepairMixin, ExampleKindMi
             components=parts,
         )
         self.ledger.commit(item, art, item.payload.get("val_feedback", {}))
+        self.audit_commit(item, artifact_id)
         if self.mode.chains:
             self.chain_committed(item, artifact_id)
         return self._accepted(item, artifact_id)

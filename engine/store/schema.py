@@ -6,7 +6,7 @@ another program's SQLite file is refused instead of being written into.
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 # "evot" as a big-endian 32-bit integer, the SQLite convention for application ids.
 APPLICATION_ID = int.from_bytes(b"evot", "big")
 
@@ -197,8 +197,26 @@ _V5: tuple[str, ...] = (
     )""",
 )
 
+# v6: the audit trail of audited strategies (SEPL, engine/strategy/sepl.py; engine/stages/audit.py):
+# one row per transition of a proposal (reflect, select, improve, evaluate, commit), rejected
+# ones kept. `component` is the component the proposal changes (NULL for a one-string artifact);
+# detail_json holds the record (evidence, hypothesis, proposal, evaluation, ...).
+_V6: tuple[str, ...] = (
+    f"""CREATE TABLE audit (
+        {_RUN_FK},
+        item_id TEXT NOT NULL,
+        transition TEXT NOT NULL,
+        component TEXT,
+        decision TEXT NOT NULL,
+        reason TEXT,
+        detail_json TEXT NOT NULL DEFAULT '{{}}',
+        created_at REAL NOT NULL
+    )""",
+    "CREATE INDEX audit_run_item ON audit (run_id, item_id)",
+)
+
 # MIGRATIONS[i] brings a database from version i to version i + 1. Append, never edit old entries.
-MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1, _V2, _V3, _V4, _V5)
+MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1, _V2, _V3, _V4, _V5, _V6)
 assert len(MIGRATIONS) == SCHEMA_VERSION
 
 RUN_COLUMNS: tuple[str, ...] = (
@@ -218,6 +236,7 @@ ROW_ORDER: dict[str, str] = {
     "llm_calls": "rowid",
     "staleness": "rowid",
     "reviews": "rowid",
+    "audit": "rowid",
 }
 
 

@@ -74,6 +74,7 @@ _CALL_COLS = ("run_id", "endpoint", "url", "model", "stage", "status", "finish_r
 _STALE_COLS = ("run_id", "item_id", "stage", "policy", "gap", "item_version", "pool_version",
                "decision", "reason", "created_at", "tokens", "detail_json")
 _REVIEW_COLS = ("run_id", "item_id", "gate", "decision", "reason", "edited", "created_at")
+_AUDIT_COLS = ("run_id", "item_id", "transition", "component", "decision", "reason", "detail_json", "created_at")
 
 _SQL = {
     "insert_run": _insert("runs", _RUN_INSERT_COLS),
@@ -86,6 +87,7 @@ _SQL = {
     "insert_item_stage": _insert("item_stages", _STAGE_COLS),
     "insert_staleness": _insert("staleness", _STALE_COLS),
     "insert_review": _insert("reviews", _REVIEW_COLS),
+    "insert_audit": _insert("audit", _AUDIT_COLS),
     "delete_run": "DELETE FROM runs WHERE run_id = ?",
     "put_judge_labels": ("INSERT OR REPLACE INTO judge_labels (key, model, labels_json, invalid_answers, created_at) "
                          "VALUES (?, ?, ?, ?, ?)"),
@@ -319,6 +321,12 @@ class Store:
                       edited: bool, created_at: float) -> None:
         """A human review decision (approve / reject / edit / skip) on a held proposal."""
         self._put("insert_review", _REVIEW_COLS, (run_id, item_id, gate, decision, reason, int(edited), created_at))
+
+    def insert_audit(self, run_id: str, *, item_id: str, transition: str, component: str | None, decision: str,
+                     reason: str | None, detail: dict, created_at: float) -> None:
+        """One audited transition of a proposal (schema v6, engine/stages/audit.py)."""
+        self._put("insert_audit", _AUDIT_COLS, (run_id, item_id, transition, component, decision, reason,
+                                                dumps(detail, column="detail"), created_at))
 
     # -- reads (committed data only) ---------------------------------------------------------
 

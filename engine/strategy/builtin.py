@@ -2,3 +2,4 @@
 
 from engine.strategy import gepa, loongflow, openevolve  # noqa: F401  (registration)
 from engine.strategy import contextevolve  # noqa: F401  (registration)
+from engine.strategy import sepl  # noqa: F401  (registration)

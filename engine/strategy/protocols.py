@@ -197,6 +197,12 @@ class Strategy:
     combined by a three-way merge; enabled per run by [pipeline] merge)."""
     stages: tuple[StrategyStage, ...] = ()
     """LLM stages of the strategy's proposal operator, in order (none: the kind's mutation)."""
+    component_choice: Callable[[Sequence[str], Sequence[Mapping], str], tuple[str, str]] | None = None
+    """Which component of a multi-component parent a proposal rewrites: given the evolvable
+    names, the parent's traces on the minibatch (dicts with score and feedback) and the name
+    round robin would take, the chosen name and why. None: the kind's round robin."""
+    audited: bool = False
+    """Every transition of a proposal writes an audit row (engine/stages/audit.py; SEPL)."""
     item_ended: Callable[[EndedItem], None] | None = None
     """Told of every item that ends without reaching the archive (failed candidates, discarded
     stale items, ...), live and, on resume, once more for each stored one: it must be idempotent

@@ -60,19 +60,19 @@ def order_text(qty: int, item: str, currency: str) -> str:
 @dataclass(frozen=True)
 class Rounding:
     """What round_total does: "round" to `places`, "truncate" to a whole number, or "none"."""
-    mode: str
+    kind: str
     places: int = 0
 
     def apply(self, x: float) -> float:
-        if self.mode == "round":
+        if self.kind == "round":
             return round(x, self.places)
-        if self.mode == "truncate":
+        if self.kind == "truncate":
             return float(math.trunc(x))
         return x
 
     @property
     def cents(self) -> bool:
-        return self.mode == "round" and self.places == 2
+        return self.kind == "round" and self.places == 2
 
 
 NO_ROUNDING = Rounding("none")

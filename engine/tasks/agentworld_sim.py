@@ -82,9 +82,9 @@ def stated(system: str) -> tuple[dict[str, bool], Rounding]:
 
 
 def _amount_text(x: float, rounding: Rounding) -> str:
-    if rounding.mode == "round":
+    if rounding.kind == "round":
         return f"{x:.{rounding.places}f}"
-    if rounding.mode == "truncate":
+    if rounding.kind == "truncate":
         return str(int(x))
     return repr(x)
 

@@ -50,7 +50,8 @@ def test_an_old_database_upgrades_and_its_interrupted_run_resumes(tmp_path: Path
     assert s["status"] == "completed"
     con = sqlite3.connect(db)
     try:
-        assert con.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 5
+        assert con.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 6
+        assert con.execute("SELECT count(*) FROM audit").fetchone()[0] == 0  # v6: added, empty
         after = dict(con.execute("SELECT artifact_id, text FROM artifacts").fetchall())
         assert all(after[k] == v for k, v in before.items())
         assert con.execute("SELECT count(*) FROM items WHERE outcome IS NULL").fetchone()[0] == 0

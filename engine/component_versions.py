@@ -1,0 +1,108 @@
+"""Immutable versions of a run's named components (issue 15, Autogenesis's versioned resources).
+
+A version is a pure function of the run's committed artifacts (status seed or confirmed, in
+commit order: the pool version each was added at, then its id), so it needs no table of its own,
+is the same live and after a resume (the pool is rebuilt from the same rows; a kill -9 loses no
+version that a committed artifact carries) and never changes once its artifact is committed:
+
+- the seed's components are 1.0.0;
+- a committed artifact whose component text equals one of its parents' carries that version;
+- otherwise the component gets the next patch version of the run (1.0.1, 1.0.2, ...), with the
+  version of its first parent as `parent_version`.
+
+A one-string artifact is one component named "text". A version is written NAME@X.Y.Z.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from dataclasses import dataclass
+from typing import Iterable, Sequence
+
+from engine.pool import Artifact, is_confirmed
+
+ONE_TEXT = "text"
+_SPEC = re.compile(r"^([A-Za-z0-9_.-]+)@(\d+)\.(\d+)\.(\d+)$")
+
+
+@dataclass(frozen=True)
+class ComponentVersion:
+    component: str
+    version: str
+    artifact_id: str
+    """The committed artifact that introduced this version."""
+    text: str
+    parent_version: str | None
+    pool_version: int
+    evolvable: bool = True
+
+    @property
+    def spec(self) -> str:
+        return f"{self.component}@{self.version}"
+
+    def to_dict(self) -> dict:
+        return {"component": self.component, "version": self.version, "artifact_id": self.artifact_id,
+                "parent_version": self.parent_version, "pool_version": self.pool_version,
+                "evolvable": self.evolvable, "text": self.text}
+
+
+def parse_spec(spec: str) -> tuple[str, str] | None:
+    """(component, "X.Y.Z") of NAME@X.Y.Z, or None if `spec` is not one."""
+    m = _SPEC.match(spec.strip())
+    return (m.group(1), f"{m.group(2)}.{m.group(3)}.{m.group(4)}") if m else None
+
+
+def _parts(art: Artifact) -> list[tuple[str, str, bool]]:
+    if art.components is None:
+        return [(ONE_TEXT, art.text, True)]
+    return [(c.name, c.text, c.evolvable) for c in art.components]
+
+
+def committed_order(artifacts: Iterable[Artifact]) -> list[Artifact]:
+    return sorted((a for a in artifacts if is_confirmed(a)), key=lambda a: (a.created_version, a.artifact_id))
+
+
+class VersionIndex:
+    """Every version of every component of a run, and which version each artifact carries."""
+
+    def __init__(self, artifacts: Iterable[Artifact]) -> None:
+        self.history: dict[str, list[ComponentVersion]] = {}
+        self.carried: dict[str, dict[str, ComponentVersion]] = {}
+        patch = 0
+        for art in committed_order(artifacts):
+            mine: dict[str, ComponentVersion] = {}
+            parents = [self.carried[p] for p in art.parent_ids if p in self.carried]
+            for name, text, evolvable in _parts(art):
+                same = next((p[name] for p in parents if name in p and p[name].text.strip() == text.strip()), None)
+                if same is not None:
+                    mine[name] = same
+                    continue
+                if not parents:
+                    version = "1.0.0"
+                else:
+                    patch += 1
+                    version = f"1.0.{patch}"
+                first = parents[0].get(name) if parents else None
+                cv = ComponentVersion(name, version, art.artifact_id, text, first.version if first else None,
+                                      art.created_version, evolvable)
+                self.history.setdefault(name, []).append(cv)
+                mine[name] = cv
+            self.carried[art.artifact_id] = mine
+
+    def find(self, component: str, version: str) -> ComponentVersion | None:
+        return next((v for v in self.history.get(component, []) if v.version == version), None)
+
+    def of_artifact(self, artifact_id: str) -> dict[str, ComponentVersion]:
+        return dict(self.carried.get(artifact_id, {}))
+
+
+def diff(a: ComponentVersion, b: ComponentVersion) -> str:
+    """Unified diff from version `a` to version `b` of one component."""
+    return "\n".join(difflib.unified_diff(a.text.splitlines(), b.text.splitlines(), a.spec, b.spec, lineterm=""))
+
+
+def describe(history: Sequence[ComponentVersion], active: str | None) -> list[str]:
+    """One line per version: the version, its artifact, its parent version, the active marker."""
+    return [f"{'*' if v.version == active else ' '} {v.spec:<28} {v.artifact_id}  from {v.parent_version or '-':<8} "
+            f"pool v{v.pool_version}{'' if v.evolvable else '  (frozen)'}" for v in history]

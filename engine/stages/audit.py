@@ -1,0 +1,111 @@
+"""Audit records of an audited strategy (SEPL, engine/strategy/sepl.py): one row per transition
+of a proposal, in the `audit` table (schema v6), written through the store's single writer.
+
+    reflect   evidence: the parent's traces on the minibatch (score, feedback, output, cut);
+              hypothesis: the reflector's reasoning (its reply outside the fenced blocks)
+    select    the component to change and why (blame weights or the round-robin turn)
+    improve   the proposal: the changed components' diffs; decision made / failed (why)
+    evaluate  the minibatch gate (child and parent sums) and the validation mean; passed / failed
+    commit    accepted (artifact id, the new component versions) or the outcome that ended it
+              (rejected, failed, discarded_*, removed_speculative, ...) with its reason
+
+Mixed into PromptStages (before KindHandlers): `ended` writes the commit row of every item that
+ends without reaching the archive; the kind calls `audit_proposal`, `audit_evaluation` and
+`audit_commit` at its transitions. Nothing is written unless the strategy is `audited`.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+import time
+from typing import Sequence
+
+from engine import components
+from engine.component_versions import VersionIndex
+from engine.items import WorkItem
+
+EXCERPT = 300
+"""Most characters of one trace's feedback or output kept as evidence."""
+_FENCED = re.compile(r"```.*?(```|$)", re.S)
+
+
+def _cut(text: object, n: int = EXCERPT) -> str:
+    s = str(text or "")
+    return s if len(s) <= n else s[:n] + " [...]"
+
+
+class AuditMixin:
+    """See the module docstring; needs ctx, strategy and (after it in the MRO) KindHandlers."""
+
+    def audit(self, item: WorkItem, transition: str, decision: str, reason: str = "",
+              component: str | None = None, **detail) -> None:
+        if not self.strategy.audited or item.is_merge:
+            return
+        self.ctx.store.insert_audit(self.ctx.run_id, item_id=item.item_id, transition=transition,
+                                    component=component, decision=decision, reason=reason or None,
+                                    detail=detail, created_at=time.time())
+
+    def choose_component(self, names: Sequence[str], turn: str, item: WorkItem) -> str:
+        """The strategy's Select (round robin unless it has a component_choice)."""
+        choice = self.strategy.component_choice
+        if choice is None:
+            return turn
+        name, why = choice(list(names), list(item.payload.get("traces") or []), turn)
+        item.payload["component_choice"] = [name, why]
+        return name
+
+    def audit_proposal(self, item: WorkItem, parent_text: str, reply: str | None) -> None:
+        """Reflect, select and improve rows of a proposal that is over (made or failed)."""
+        if not self.strategy.audited:
+            return
+        chosen = item.payload.get("component_choice") or [None, "one-string artifact"]
+        evidence = [{"example_id": t.get("example_id"), "score": t.get("score"), "feedback": _cut(t.get("feedback")),
+                     "output": _cut(t.get("output"))} for t in item.payload.get("traces") or []]
+        hypothesis = _cut(_FENCED.sub("", reply or "").strip(), 600)
+        self.audit(item, "reflect", "observed", component=chosen[0], evidence=evidence, hypothesis=hypothesis,
+                   parent_id=item.parent_id)
+        self.audit(item, "select", "selected", chosen[1], component=chosen[0])
+        child = item.payload.get("child")
+        if child is None:
+            self.audit(item, "improve", "failed", item.payload.get("reason", "proposal failed"), component=chosen[0])
+            return
+        diffs = components.component_diff_texts(parent_text, child)
+        proposal = dict(diffs) if diffs is not None else {"text": "\n".join(difflib.unified_diff(
+            parent_text.splitlines(), child.splitlines(), "parent", "child", lineterm=""))}
+        self.audit(item, "improve", "made", component=chosen[0], proposal=proposal,
+                   changed=item.payload.get("changed_components", []))
+
+    def audit_evaluation(self, item: WorkItem, passed: bool, reason: str = "") -> None:
+        if not self.strategy.audited:
+            return
+        val = item.payload.get("val") or {}
+        evaluation = {"child_minibatch": item.payload.get("child_mb"), "parent_minibatch": item.payload.get("parent_mb"),
+                      "val_mean": sum(val.values()) / len(val) if val else None}
+        self.audit(item, "evaluate", "passed" if passed else "failed", reason, component=self._audited_component(item),
+                   evaluation=evaluation)
+
+    def audit_commit(self, item: WorkItem, artifact_id: str) -> None:
+        if not self.strategy.audited:
+            return
+        index = VersionIndex(self.ctx.pool.confirmed())
+        carried = index.of_artifact(artifact_id)
+        changed = [n for n in carried if carried[n].artifact_id == artifact_id]
+        self.audit(item, "commit", "accepted", f"validation mean {self.ctx.pool.get(artifact_id).val_mean:.4f}",
+                   component=self._audited_component(item), artifact_id=artifact_id,
+                   versions={n: carried[n].version for n in changed}, pool_version=self.ctx.pool.version)
+
+    def ended(self, item: WorkItem) -> None:
+        super().ended(item)
+        if not self.strategy.audited or "proposal" not in item.payload:
+            return
+        outcome = str(item.payload.get("outcome", ""))
+        reason = str(item.payload.get("reason", ""))
+        if outcome == "rejected" and "child_mb" in item.payload:
+            self.audit_evaluation(item, False, reason)
+        self.audit(item, "commit", outcome or "ended", reason, component=self._audited_component(item))
+
+    @staticmethod
+    def _audited_component(item: WorkItem) -> str | None:
+        chosen = item.payload.get("component_choice")
+        return chosen[0] if chosen else None

@@ -1,0 +1,89 @@
+"""`evotui components RUN [COMPONENT] [--diff V1 V2]` (component versions) and `evotui audit RUN`
+(the audit rows of an audited strategy such as sepl): read-only views of a database."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from engine.component_versions import describe, diff
+from engine.run_admin import AdminError, _open_readonly, run_versions
+
+
+def add_parsers(sub, default_db: Path) -> None:
+    com = sub.add_parser("components", help="component versions of a run: history, active version, diffs")
+    com.add_argument("run_id", help="run id (see `evotui runs`)")
+    com.add_argument("component", nargs="?", help="one component (default: all)")
+    com.add_argument("--diff", nargs=2, metavar=("V1", "V2"), help="unified diff between two versions (X.Y.Z)")
+    com.add_argument("--db", type=Path, default=default_db, help=f"SQLite database (default {default_db})")
+    com.add_argument("--json", action="store_true")
+    aud = sub.add_parser("audit", help="audit rows of a run (strategy sepl: reflect, select, improve, evaluate, commit)")
+    aud.add_argument("run_id", help="run id (see `evotui runs`)")
+    aud.add_argument("--item", help="one item's transitions")
+    aud.add_argument("--db", type=Path, default=default_db, help=f"SQLite database (default {default_db})")
+    aud.add_argument("--json", action="store_true")
+
+
+async def components_main(args: argparse.Namespace) -> list[str] | str:
+    """Lines to print (or a JSON text); AdminError for bad input."""
+    versions = await run_versions(args.db, args.run_id)
+    history = versions.index.history
+    if not history:
+        raise AdminError(f"run {args.run_id} has no committed artifact yet")
+    if args.component is not None and args.component not in history:
+        raise AdminError(f"run {args.run_id} has no component {args.component!r} (its components: "
+                         f"{', '.join(history)})")
+    active = versions.index.of_artifact(versions.active_id) if versions.active_id else {}
+    if args.diff:
+        if args.component is None:
+            raise AdminError("--diff V1 V2 needs a COMPONENT: `evotui components RUN COMPONENT --diff V1 V2`")
+        a, b = (versions.index.find(args.component, v) for v in args.diff)
+        missing = [v for v, cv in zip(args.diff, (a, b)) if cv is None]
+        if missing:
+            raise AdminError(f"run {args.run_id} has no version {', '.join(missing)} of {args.component} (it has "
+                             f"{', '.join(v.version for v in history[args.component])})")
+        text = diff(a, b)
+        return json.dumps({"component": args.component, "from": a.to_dict(), "to": b.to_dict(), "diff": text}) \
+            if args.json else (text.splitlines() or [f"{a.spec} and {b.spec} have the same text"])
+    names = [args.component] if args.component else list(history)
+    if args.json:
+        return json.dumps({"run_id": args.run_id, "active_artifact": versions.active_id,
+                           "components": {n: {"active": active[n].version if n in active else None,
+                                              "versions": [v.to_dict() for v in history[n]]} for n in names}})
+    lines = [f"run {args.run_id}: active artifact {versions.active_id or '-'} (* = its version)"]
+    for n in names:
+        lines.append(f"{n}: {len(history[n])} version(s)")
+        lines.extend(describe(history[n], active[n].version if n in active else None))
+    return lines
+
+
+async def audit_main(args: argparse.Namespace) -> list[str] | str:
+    store = await _open_readonly(args.db)
+    try:
+        if not await store.fetch_rows("runs", args.run_id):
+            raise AdminError(f"no run {args.run_id!r} in {args.db}; list runs with `evotui runs --db {args.db}`")
+        rows = await store.fetch_rows("audit", args.run_id)
+    finally:
+        await store.close()
+    if args.item:
+        rows = [r for r in rows if r["item_id"] == args.item]
+    if args.json:
+        return json.dumps(rows)
+    if not rows:
+        return [f"run {args.run_id} has no audit rows (only an audited strategy writes them: --strategy sepl)"]
+    lines = []
+    for r in rows:
+        d = r.get("detail") or {}
+        line = f"{r['item_id']} {r['transition']:<8} {r['decision']:<10} {r['component'] or '-':<14} {r['reason'] or ''}"
+        if r["transition"] == "evaluate" and d.get("evaluation"):
+            e = d["evaluation"]
+            line += f" minibatch {e.get('child_minibatch')} vs parent {e.get('parent_minibatch')}"
+            if e.get("val_mean") is not None:
+                line += f", val {e['val_mean']:.3f}"
+        if r["transition"] == "commit" and d.get("versions"):
+            line += " " + ", ".join(f"{n}@{v}" for n, v in d["versions"].items())
+        if r["transition"] == "reflect" and d.get("hypothesis"):
+            line += " " + d["hypothesis"].splitlines()[0][:100]
+        lines.append(line.rstrip())
+    return lines
