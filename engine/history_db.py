@@ -1,9 +1,9 @@
 """Fill a RunHistory from a run's database rows, so plots survive resume and attach.
 
-Reads through its own read-only connection (WAL: the driving process keeps writing) with
-aggregate-free queries over indexed columns: the artifacts (scores), the propose stage's finish
-times (proposals), every LLM call (time, latency, tokens), each stage's enqueue and start times
-(queue depth) and the run state's gap histogram. `load_history` reads everything once;
+Reads through its own read-only connection (WAL: the driving process keeps writing), by rowid
+ranges: the artifacts (scores), the propose stage's finish times (proposals), every LLM call
+(time, latency, tokens), each stage's enqueue and start times (queue depth) and the run state's
+gap histogram. `load_history` reads everything once;
 `HistoryReader.more` then reads only rows added since (an attached viewer polls it).
 """
 
@@ -34,9 +34,11 @@ class HistoryReader:
         self._depth: dict[str, int] = {}
 
     async def _rows(self, table: str, columns: str) -> list[Any]:
+        # NOT INDEXED: a range on rowid reads only the rows added since (the run_id index would
+        # visit every row of the run on each poll of an attached viewer).
         rows = list(await self.conn.execute_fetchall(
-            f"SELECT rowid, {columns} FROM {table} WHERE run_id = ? AND rowid > ? ORDER BY rowid",
-            (self.run_id, self._seen[table])))
+            f"SELECT rowid, {columns} FROM {table} NOT INDEXED WHERE rowid > ? AND run_id = ? ORDER BY rowid",
+            (self._seen[table], self.run_id)))
         if rows:
             self._seen[table] = rows[-1][0]
         return rows
