@@ -5,7 +5,9 @@ better / similar / worse classes against the recorded child (paper §5.3).
 
 Variants: exact (the saved messages byte for byte) and no-history (the same request with the
 history sections, other programs, the change that produced the parent and recent failed
-attempts, removed from the user message). Program tasks only so far.
+attempts, removed from the user message). Prompt tasks: a reply is read as the propose stage reads
+it and the new prompt is scored on the validation examples by the run's task model
+(engine/trace/replay_prompt.py), comparable with the recorded val_mean.
 """
 
 from __future__ import annotations
@@ -62,21 +64,41 @@ async def replay(store, run_id: str, candidate_id: str, n: int, *, variant: str,
     if cand is None:
         raise TraceError(f"no candidate {candidate_id!r} in run {run_id}; see `evotui export` or `evotui show`")
     env = trace.replay_environments[0] if trace.replay_environments else {}
-    if env.get("task_kind") != "program":
-        raise TraceError("replay re-evaluates program tasks only; this run is a prompt task")
     parent = trace.by_id().get(cand["parent_ids"][0]) if cand["parent_ids"] else None
     if parent is None or parent["source"] is None:
         raise TraceError(f"{candidate_id} is a seed; it has no prompt to replay")
     messages = prompt_of(trace, cand, variant)
     task = _load_task(env)
-    fmt = (cand.get("meta") or {}).get("patch_format") or task.settings.patch_format
     run_config = trace.run.get("config") or {}
     cfg = endpoint_config(run_config, "reflection_llm", choice)
     from engine.tasks.sim_behaviours import all_behaviours
 
     client = make_client(cfg, run_config, "replay", behaviours=tuple(all_behaviours()))
-    sandbox = Sandbox(task.settings.limits(), concurrency=task.settings.eval_concurrency)
-    s = task.settings
+    if task.kind == "program":
+        fmt = (cand.get("meta") or {}).get("patch_format") or task.settings.patch_format
+        sandbox = Sandbox(task.settings.limits(), concurrency=task.settings.eval_concurrency)
+        s = task.settings
+
+        async def child_score(text: str) -> tuple[str | None, str, float | None, str]:
+            patch = apply_reply(parent["source"], text, fmt, task.language)
+            if not patch.ok:
+                return None, patch.errors[0], None, ""
+            ev = await sandbox.evaluate(task.evaluator, patch.text, mode=task.sandbox_mode, cascade=s.cascade,
+                                        thresholds=s.cascade_thresholds, program_name=task.program_name)
+            return patch.text, "", (ev.score if ev.ok else None), ("" if ev.ok else ev.reason)
+        task_client = None
+    else:
+        from engine.trace import replay_prompt
+
+        task_client = replay_prompt.task_client(run_config, choice.sim)
+        scorer = replay_prompt.ValScorer(task, task_client)
+
+        async def child_score(text: str) -> tuple[str | None, str, float | None, str]:
+            child, why = replay_prompt.child_of(text, parent, cand)
+            if child is None:
+                return None, why, None, ""
+            score, err = await scorer.score(child)
+            return child, "", score, err
 
     async def one(i: int) -> dict[str, Any]:
         try:
@@ -85,21 +107,20 @@ async def replay(store, run_id: str, candidate_id: str, n: int, *, variant: str,
             if exc.fatal:
                 raise TraceError(f"replay endpoint unusable: {exc}") from None
             return {"reply": i, "parsed": False, "evaluated": False, "score": None, "error": str(exc)}
-        patch = apply_reply(parent["source"], res.text, fmt, task.language)
-        if not patch.ok:
-            return {"reply": i, "parsed": False, "evaluated": False, "score": None, "error": patch.errors[0]}
-        ev = await sandbox.evaluate(task.evaluator, patch.text, mode=task.sandbox_mode, cascade=s.cascade,
-                                    thresholds=s.cascade_thresholds, program_name=task.program_name)
-        score = ev.score if ev.ok else None
-        return {"reply": i, "parsed": True, "evaluated": ev.ok, "score": score,
-                "exact": patch.text == cand["source"], "class": classify(score, cand["val_mean"]),
-                "error": None if ev.ok else ev.reason}
+        child, parse_error, score, eval_error = await child_score(res.text)
+        if child is None:
+            return {"reply": i, "parsed": False, "evaluated": False, "score": None, "error": parse_error}
+        return {"reply": i, "parsed": True, "evaluated": score is not None, "score": score,
+                "exact": child == cand["source"], "class": classify(score, cand["val_mean"]),
+                "error": eval_error or None}
 
     try:
         rows = await asyncio.gather(*(one(i) for i in range(n)))
     finally:
         await client.aclose()
-    return _summary(run_id, cand, parent, variant, cfg.model, rows)
+        if task_client is not None:
+            await task_client.aclose()
+    return _summary(run_id, cand, parent, variant, cfg.model, rows) | {"task_kind": task.kind}
 
 
 def _load_task(env: dict[str, Any]):
