@@ -144,6 +144,21 @@ class Ledger:
                                         val_mean=art.val_mean, pool_version=change.version, reason=reason))
         return change
 
+    def commit_edit(self, art: Artifact, feedback: Mapping[str, str], detail: Mapping[str, object]) -> Artifact:
+        """A fully validated human edit of an artifact (a hot-swap, engine/hot_swap.py) enters the
+        pool like any commit: it bumps the version (stale items see it in the changelog), its
+        lineage operator is "edit" and its pool_events row carries `detail` (who, why, which
+        component). It is no proposal: no counter moves and no CandidateAccepted is published."""
+        ctx = self.ctx
+        change = ctx.pool.add(art, {"parent": art.parent_ids[0] if art.parent_ids else None, "val_mean": art.val_mean,
+                                    "edit": True, **detail})
+        stored = ctx.pool.get(art.artifact_id)
+        self._persist(stored, [], feedback, "edit", lineage=True)
+        self._pool_event(change)
+        if stored.val_mean > max((a.val_mean for a in ctx.pool.confirmed() if a is not stored), default=float("-inf")):
+            ctx.best_history.append((ctx.elapsed(), stored.val_mean))
+        return stored
+
     # -- reads --------------------------------------------------------------------------------
     def best(self) -> Artifact | None:
         """The run's active best (`Pool.best()` follows restores)."""

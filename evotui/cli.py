@@ -116,7 +116,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     from evotui import components_cmd
 
-    components_cmd.add_parsers(sub, DEFAULT_DB)  # evotui components / audit
+    components_cmd.add_parsers(sub, DEFAULT_DB)  # evotui components / edit / audit
 
     sim = sub.add_parser("sim-server", help="serve the simulated backend on 127.0.0.1 over HTTP")
     sim.add_argument("--port", type=int, default=8000)
@@ -173,7 +173,7 @@ def _dispatch(args: argparse.Namespace) -> int:
         return _run(args)
     if args.command == "restore":
         return asyncio.run(_restore(args))
-    if args.command in ("components", "audit"):
+    if args.command in ("components", "audit", "edit"):
         return _components(args)
     if args.command == "branch":
         return _branch(args)
@@ -299,7 +299,8 @@ def _components(args: argparse.Namespace) -> int:
     from engine.run_admin import AdminError
     from evotui import components_cmd
 
-    main = components_cmd.components_main if args.command == "components" else components_cmd.audit_main
+    main = {"components": components_cmd.components_main, "audit": components_cmd.audit_main,
+            "edit": components_cmd.edit_main}[args.command]
     try:
         out = asyncio.run(main(args))
     except AdminError as exc:

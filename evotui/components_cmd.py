@@ -18,6 +18,14 @@ def add_parsers(sub, default_db: Path) -> None:
     com.add_argument("--diff", nargs=2, metavar=("V1", "V2"), help="unified diff between two versions (X.Y.Z)")
     com.add_argument("--db", type=Path, default=default_db, help=f"SQLite database (default {default_db})")
     com.add_argument("--json", action="store_true")
+    edt = sub.add_parser("edit", help="hot-swap: edit a component of a live run's active artifact (control socket)")
+    edt.add_argument("run_id", help="run id of a live run (see `evotui runs`)")
+    edt.add_argument("component", help="the component to edit (evolvable ones only)")
+    src = edt.add_mutually_exclusive_group(required=True)
+    src.add_argument("--text", help="the component's new text")
+    src.add_argument("--file", type=Path, help="a file holding the component's new text")
+    edt.add_argument("--reason", default="", metavar="TEXT", help="why (kept in the pool event and audit row)")
+    edt.add_argument("--db", type=Path, default=default_db, help=f"SQLite database (default {default_db})")
     aud = sub.add_parser("audit", help="audit rows of a run (strategy sepl: reflect, select, improve, evaluate, commit)")
     aud.add_argument("run_id", help="run id (see `evotui runs`)")
     aud.add_argument("--item", help="one item's transitions")
@@ -87,3 +95,39 @@ async def audit_main(args: argparse.Namespace) -> list[str] | str:
             line += " " + d["hypothesis"].splitlines()[0][:100]
         lines.append(line.rstrip())
     return lines
+
+
+async def edit_main(args: argparse.Namespace) -> list[str]:
+    """Send edit_component to the live driver of the run; AdminError when there is none or it refuses."""
+    from evotui.control import ControlClient, ControlError, socket_path
+
+    if args.file is not None:
+        try:
+            text = args.file.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise AdminError(f"cannot read {args.file}: {exc}") from None
+    else:
+        text = args.text
+    store = await _open_readonly(args.db)
+    try:
+        runs = await store.fetch_rows("runs", args.run_id)
+    finally:
+        await store.close()
+    if not runs:
+        raise AdminError(f"no run {args.run_id!r} in {args.db}; list runs with `evotui runs --db {args.db}`")
+    if runs[0].get("status") != "running":
+        raise AdminError(f"run {args.run_id} is {runs[0].get('status')}: a hot-swap edits a live run (resume it, "
+                         f"or restore a version with `evotui restore {args.run_id} NAME@X.Y.Z`)")
+    path = socket_path(args.db, args.run_id)
+    client = ControlClient(path)
+    if not await client.connect():
+        raise AdminError(f"run {args.run_id} serves no control socket at {path}")
+    try:
+        res = await client.request("edit_component", reply_timeout_s=600.0, component=args.component, text=text,
+                                   reason=args.reason)
+    except ControlError as exc:
+        raise AdminError(f"the driver of run {args.run_id} refused the edit: {exc}") from None
+    finally:
+        await client.close()
+    return [f"run {args.run_id}: {res['component']}@{res['version']} is active in {res['artifact_id']} "
+            f"(val {res['val_mean']:.3f}, from {res['parent_id']}); pool version {res['pool_version']}"]

@@ -16,6 +16,9 @@ reply `{"ok": true, "result": ...}` or `{"ok": false, "error": "..."}`. Commands
   set_speculation on                    speculative evaluation on/off
   restore artifact_id [reason]          make an earlier validated artifact the active best (the ledger's
                                         restore, audited "by": "control"); returns the restore result
+  edit_component component text [reason]  hot-swap: the active artifact with that component's new text is
+                                        validated, committed through the ledger (a new component version)
+                                        and made active (engine/hot_swap.py); a frozen component is refused
 
 The socket file is mode 0600 (same user only) and removed when the run ends. Never imports textual.
 """
@@ -125,7 +128,7 @@ class ControlServer:
         self._connections[writer] = task
         try:
             while line := await reader.readline():
-                writer.write((json.dumps(self.handle_line(line), default=str) + "\n").encode())
+                writer.write((json.dumps(await self.handle_request(line), default=str) + "\n").encode())
                 await writer.drain()
         except (ConnectionError, asyncio.IncompleteReadError):
             pass  # the client went away; nothing to answer
@@ -146,6 +149,24 @@ class ControlServer:
 
     def execute(self, req: dict) -> Any:
         return apply_command(self.run, req)
+
+    async def handle_request(self, line: bytes) -> dict:
+        """handle_line, except for the commands that await work on the driver's loop (hot-swap:
+        it validates the edited artifact before committing it)."""
+        try:
+            req = json.loads(line)
+        except ValueError:
+            return self.handle_line(line)
+        if not isinstance(req, dict) or req.get("cmd") != "edit_component":
+            return self.handle_line(line)
+        from engine.hot_swap import HotSwapError, hot_swap
+
+        try:
+            result = await hot_swap(self.run.orchestrator.handlers, req.get("component"), req.get("text"),
+                                    str(req.get("reason") or ""), by="control")
+        except (HotSwapError, KeyError) as exc:
+            return {"ok": False, "error": str(exc)}
+        return {"ok": True, "result": result}
 
 
 def apply_command(run, req: dict) -> Any:
@@ -178,6 +199,9 @@ def apply_command(run, req: dict) -> Any:
         run.set_speculation(bool(req["on"]))
     elif cmd == "restore":
         return _restore(run, str(req["artifact_id"]), str(req.get("reason") or ""))
+    elif cmd == "edit_component":
+        raise ControlError("edit_component validates the edit before committing it: send it through the control "
+                           "socket (ControlServer.handle_request awaits it)")
     else:
         raise ControlError(f"unknown command {cmd!r}")
     return run.snapshot().state
@@ -222,14 +246,15 @@ class ControlClient:
     def connected(self) -> bool:
         return self._writer is not None
 
-    async def request(self, cmd: str, **args: Any) -> Any:
+    async def request(self, cmd: str, *, reply_timeout_s: float = 5.0, **args: Any) -> Any:
+        """One command; `reply_timeout_s` bounds the wait for its reply (a hot-swap validates first)."""
         if self._writer is None or self._reader is None:
             raise ControlError("not connected to the driving process")
         async with self._lock:
             try:
                 self._writer.write((json.dumps({"cmd": cmd, **args}) + "\n").encode())
                 await self._writer.drain()
-                line = await asyncio.wait_for(self._reader.readline(), 5.0)
+                line = await asyncio.wait_for(self._reader.readline(), reply_timeout_s)
             except (OSError, asyncio.TimeoutError) as exc:
                 await self.close()
                 raise ControlError(f"control channel lost: {exc or type(exc).__name__}") from None
