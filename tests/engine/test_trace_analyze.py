@@ -121,12 +121,13 @@ async def test_v4_database_migrates_to_v5(tmp_path: Path) -> None:
     db = tmp_path / "v4.db"
     store = await Store.open(db, create=True)
     await store.close()
-    with sqlite3.connect(db) as conn:  # back to v4: drop what v5 added
+    with sqlite3.connect(db) as conn:  # back to v4: drop what v5 (judge_labels) and v6 (audit) added
         conn.execute("DROP TABLE judge_labels")
+        conn.execute("DROP TABLE IF EXISTS audit")
         conn.execute("PRAGMA user_version = 4")
     store = await Store.open(db, create=False)
     try:
-        assert await store.schema_version() == SCHEMA_VERSION == 5
+        assert await store.schema_version() == SCHEMA_VERSION >= 5
         store.put_judge_labels("k", model="m", labels=["pruning"], invalid_answers=0, created_at=1.0)
         await store.flush()
         assert await store.judge_labels(["k", "other"]) == {"k": ["pruning"]}
