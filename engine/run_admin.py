@@ -160,7 +160,9 @@ class BranchSource:
 
 
 async def branch_source(db: Path, run_id: str, artifact_id: str) -> BranchSource:
-    """Any artifact of a run can start a branch except a removed one (it left the pool)."""
+    """Any artifact of a run can start a branch except a removed one (it left the pool); a
+    component version NAME@X.Y.Z names the artifact that introduced it."""
+    artifact_id = await resolve_target(db, run_id, artifact_id)
     found = await find_artifact(db, run_id, artifact_id, writable=False)
     if found.artifact.status == "removed":
         raise AdminError(f"artifact {artifact_id} was removed from run {run_id}'s pool; branch from a validated one")
@@ -214,9 +216,26 @@ async def resolve_target(db: Path, run_id: str, target: str) -> str:
     if found is not None:
         return found.artifact_id
     known = versions.index.history.get(spec[0])
+    elsewhere = await _version_elsewhere(db, run_id, spec)
+    if elsewhere:
+        raise AdminError(f"version {target} belongs to run {elsewhere}, not to run {run_id} (versions are numbered "
+                         f"per run; branch that run with `evotui branch {elsewhere} {target} --db {db}`)")
     if known is None:
         names = ", ".join(sorted(versions.index.history)) or "none"
         raise AdminError(f"run {run_id} has no component {spec[0]!r} (its components: {names})")
     raise AdminError(f"run {run_id} has no version {target} (versions of {spec[0]}: {known[0].version} to "
                      f"{known[-1].version}); a version belongs to its own run, see `evotui components {run_id} "
                      f"{spec[0]} --db {db}`")
+
+
+async def _version_elsewhere(db: Path, run_id: str, spec: tuple[str, str]) -> str | None:
+    """The first other run of the database that has version `spec`, if any."""
+    store = await _open_readonly(db)
+    try:
+        others = [r["run_id"] for r in await store.list_runs() if r["run_id"] != run_id]
+    finally:
+        await store.close()
+    for other in others:
+        if (await run_versions(db, other)).index.find(*spec) is not None:
+            return other
+    return None

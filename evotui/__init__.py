@@ -4,10 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["optimize", "optimize_async", "OptimizeResult"]
+__all__ = ["optimize", "optimize_async", "OptimizeResult", "restore", "component_versions", "edit_component"]
+_ADMIN = {"restore", "component_versions", "edit_component"}  # evotui/admin_api.py
 
 
 def __getattr__(name: str) -> Any:
+    if name in _ADMIN:
+        from evotui import admin_api
+
+        return getattr(admin_api, name)
     if name in __all__:
         from evotui import api
 

@@ -110,7 +110,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     bra = sub.add_parser("branch", help="start a new run seeded with an artifact of a run (its task and config)")
     bra.add_argument("run_id", help="run id (see `evotui runs`)")
-    bra.add_argument("artifact_id", help="artifact id (see `evotui show RUN`)")
+    bra.add_argument("artifact_id", help="artifact id (see `evotui show RUN`) or component version NAME@X.Y.Z")
     options.add_run_flags(bra)
     _add_common(bra)
 
@@ -262,37 +262,14 @@ def _headless(args: argparse.Namespace, open_run) -> int:
 
 async def _restore(args: argparse.Namespace) -> int:
     """Through the live driver's control socket when a process drives the run, else offline."""
-    from engine.run_admin import AdminError, check_restorable, find_artifact, resolve_target, restore_offline
+    from engine.run_admin import AdminError
+    from evotui.admin_api import restore_async
 
     try:
-        args.artifact_id = await resolve_target(args.db, args.run_id, args.artifact_id)
-        found = await find_artifact(args.db, args.run_id, args.artifact_id, writable=True)
-        check_restorable(found)
-        if found.run["status"] == "running":  # a live driver (a dead one reads as interrupted)
-            print(await _restore_live(args))
-        else:
-            print((await restore_offline(args.db, args.run_id, args.artifact_id, args.reason)).line())
+        print((await restore_async(args.run_id, args.artifact_id, db=args.db, reason=args.reason, by="cli")).line())
     except AdminError as exc:
         raise UsageError(str(exc)) from None
     return 0
-
-
-async def _restore_live(args: argparse.Namespace) -> str:
-    from engine.run_admin import AdminError, RestoreResult
-    from evotui.control import ControlClient, ControlError, socket_path
-
-    path = socket_path(args.db, args.run_id)
-    client = ControlClient(path)
-    if not await client.connect():
-        raise AdminError(f"run {args.run_id} is driven by a live process that serves no control socket at {path}; "
-                         f"restore from its TUI, or stop that process and run this again")
-    try:
-        reply = await client.request("restore", artifact_id=args.artifact_id, reason=args.reason)
-    except ControlError as exc:
-        raise AdminError(f"the driver of run {args.run_id} refused the restore: {exc}") from None
-    finally:
-        await client.close()
-    return RestoreResult(**reply).line()
 
 
 def _components(args: argparse.Namespace) -> int:

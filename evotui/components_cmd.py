@@ -35,34 +35,29 @@ def add_parsers(sub, default_db: Path) -> None:
 
 async def components_main(args: argparse.Namespace) -> list[str] | str:
     """Lines to print (or a JSON text); AdminError for bad input."""
-    versions = await run_versions(args.db, args.run_id)
-    history = versions.index.history
-    if not history:
-        raise AdminError(f"run {args.run_id} has no committed artifact yet")
-    if args.component is not None and args.component not in history:
-        raise AdminError(f"run {args.run_id} has no component {args.component!r} (its components: "
-                         f"{', '.join(history)})")
-    active = versions.index.of_artifact(versions.active_id) if versions.active_id else {}
+    from evotui.admin_api import versions_async
+
+    info = await versions_async(args.run_id, db=args.db, component=args.component)
     if args.diff:
         if args.component is None:
             raise AdminError("--diff V1 V2 needs a COMPONENT: `evotui components RUN COMPONENT --diff V1 V2`")
+        versions = await run_versions(args.db, args.run_id)
         a, b = (versions.index.find(args.component, v) for v in args.diff)
         missing = [v for v, cv in zip(args.diff, (a, b)) if cv is None]
         if missing:
+            known = ", ".join(v["version"] for v in info["components"][args.component]["versions"])
             raise AdminError(f"run {args.run_id} has no version {', '.join(missing)} of {args.component} (it has "
-                             f"{', '.join(v.version for v in history[args.component])})")
+                             f"{known})")
         text = diff(a, b)
         return json.dumps({"component": args.component, "from": a.to_dict(), "to": b.to_dict(), "diff": text}) \
             if args.json else (text.splitlines() or [f"{a.spec} and {b.spec} have the same text"])
-    names = [args.component] if args.component else list(history)
     if args.json:
-        return json.dumps({"run_id": args.run_id, "active_artifact": versions.active_id,
-                           "components": {n: {"active": active[n].version if n in active else None,
-                                              "versions": [v.to_dict() for v in history[n]]} for n in names}})
-    lines = [f"run {args.run_id}: active artifact {versions.active_id or '-'} (* = its version)"]
-    for n in names:
-        lines.append(f"{n}: {len(history[n])} version(s)")
-        lines.extend(describe(history[n], active[n].version if n in active else None))
+        return json.dumps(info)
+    versions = await run_versions(args.db, args.run_id)
+    lines = [f"run {args.run_id}: active artifact {info['active_artifact'] or '-'} (* = its version)"]
+    for name, entry in info["components"].items():
+        lines.append(f"{name}: {len(entry['versions'])} version(s)")
+        lines.extend(describe(versions.index.history[name], entry["active"]))
     return lines
 
 
@@ -99,7 +94,7 @@ async def audit_main(args: argparse.Namespace) -> list[str] | str:
 
 async def edit_main(args: argparse.Namespace) -> list[str]:
     """Send edit_component to the live driver of the run; AdminError when there is none or it refuses."""
-    from evotui.control import ControlClient, ControlError, socket_path
+    from evotui.admin_api import edit_async
 
     if args.file is not None:
         try:
@@ -108,26 +103,6 @@ async def edit_main(args: argparse.Namespace) -> list[str]:
             raise AdminError(f"cannot read {args.file}: {exc}") from None
     else:
         text = args.text
-    store = await _open_readonly(args.db)
-    try:
-        runs = await store.fetch_rows("runs", args.run_id)
-    finally:
-        await store.close()
-    if not runs:
-        raise AdminError(f"no run {args.run_id!r} in {args.db}; list runs with `evotui runs --db {args.db}`")
-    if runs[0].get("status") != "running":
-        raise AdminError(f"run {args.run_id} is {runs[0].get('status')}: a hot-swap edits a live run (resume it, "
-                         f"or restore a version with `evotui restore {args.run_id} NAME@X.Y.Z`)")
-    path = socket_path(args.db, args.run_id)
-    client = ControlClient(path)
-    if not await client.connect():
-        raise AdminError(f"run {args.run_id} serves no control socket at {path}")
-    try:
-        res = await client.request("edit_component", reply_timeout_s=600.0, component=args.component, text=text,
-                                   reason=args.reason)
-    except ControlError as exc:
-        raise AdminError(f"the driver of run {args.run_id} refused the edit: {exc}") from None
-    finally:
-        await client.close()
+    res = await edit_async(args.run_id, args.component, text, db=args.db, reason=args.reason)
     return [f"run {args.run_id}: {res['component']}@{res['version']} is active in {res['artifact_id']} "
             f"(val {res['val_mean']:.3f}, from {res['parent_id']}); pool version {res['pool_version']}"]
