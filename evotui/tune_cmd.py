@@ -41,6 +41,10 @@ async def run(args: argparse.Namespace) -> int:
     if args.rank or args.llm or args.llm_url or args.model:
         rank = Choice(url=args.llm_url, model=args.model, sim=args.llm == "sim", api_key_env=args.api_key_env)
     target = await load_target(args.db, args.run_id, args.candidate)
+    if args.add:
+        from engine.trace.tune_add import check_addable
+
+        await check_addable(args.db, args.run_id, args.candidate)  # refused before any evaluation
     res = await tune(target, trials=args.trials, seed=args.seed, rank=rank)
     added = None
     if args.add:

@@ -20,6 +20,16 @@ OPERATOR = "tune"
 SCORE_KEY = "program"
 
 
+async def check_addable(db: Path, run_id: str, artifact_id: str) -> None:
+    """Before any trial: the run accepts a new artifact (it exists, is not imported)."""
+    from engine.run_admin import AdminError, find_artifact
+
+    try:
+        await find_artifact(db, run_id, artifact_id, writable=True)
+    except AdminError as exc:
+        raise TraceError(str(exc)) from None
+
+
 async def add_tuned(db: Path, result: dict[str, Any]) -> dict[str, Any]:
     """Commit result["tuned_program"]; returns {"artifact_id", "pool_version", "best"}."""
     from engine.run_admin import AdminError, find_artifact

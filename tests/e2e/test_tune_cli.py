@@ -94,6 +94,19 @@ def test_add_puts_the_tuned_program_in_the_pool(run: tuple[Path, str, str], tmp_
     assert show["artifacts"] == arts + 1
 
 
+def test_add_to_an_imported_run_is_refused_before_any_trial(run: tuple[Path, str, str], tmp_path: Path) -> None:
+    db, run_id, best = run
+    folder, imported = tmp_path / "exp", tmp_path / "imp.db"
+    assert evotui("export", run_id, str(folder), "--db", str(db)).returncode == 0
+    assert evotui("import", str(folder), "--db", str(imported)).returncode == 0
+    before = _rows(imported, f"{run_id}-imported")
+    proc = evotui("tune", f"{run_id}-imported", best, "--db", str(imported), "--add", "--trials", "2")
+    assert proc.returncode == 2 and "read-only" in proc.stderr and "Traceback" not in proc.stderr
+    assert _rows(imported, f"{run_id}-imported") == before
+    ok = evotui("tune", f"{run_id}-imported", best, "--db", str(imported), "--trials", "2")  # reading is fine
+    assert ok.returncode == 0, ok.stderr
+
+
 def test_candidate_without_constants_is_refused(tmp_path: Path) -> None:
     task = tmp_path / "flat"
     shutil.copytree(ROOT / "tasks" / "circle_packing", task)
