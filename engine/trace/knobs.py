@@ -94,9 +94,16 @@ def _spans(source: str, language: LanguageSpec) -> list[tuple[int, int]]:
 
 
 def _assigned_name(node: Node) -> str | None:
-    """The target name when node (or -node) is the whole right-hand side of `name = literal`."""
+    """The target name when node (or -node) is the whole right-hand side of `name = literal`, or
+    the key of a dict entry `"name": literal` (a PARAMS block tuned before)."""
     top = node.parent if node.parent is not None and node.parent.type == "unary_operator" else node
     parent = top.parent
+    if parent is not None and parent.type == "pair":  # {"rate": 0.5}: named by its string key
+        key, value = parent.child_by_field_name("key"), parent.child_by_field_name("value")
+        if key is not None and key.type == "string" and value is not None and value.id == top.id:
+            text = key.text.decode("utf-8").strip("'\"")
+            return text if text.isidentifier() else None
+        return None
     if parent is None or parent.type not in ("assignment", "augmented_assignment", "keyword_argument", "default_parameter"):
         return None
     value = parent.child_by_field_name("right") or parent.child_by_field_name("value")

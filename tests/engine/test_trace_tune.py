@@ -119,3 +119,11 @@ def test_the_simulator_answers_the_ranking_prompt_in_formats_the_parser_reads() 
         assert picked and [p["name"] for p in picked][:2] == ["rate", "offset"]
         assert all(k.low < k.high for k in tune_rank.apply(cands, picked))
     assert len(styles) == 3  # a JSON object, a fenced list after a sentence, a numbered list
+
+
+def test_a_tuned_program_tunes_again_under_the_same_names() -> None:
+    found = knobs.find_knobs(PROGRAM)
+    tuned = knobs.rewrite(PROGRAM, found, {k.name: k.cast(k.default * 1.1) for k in found})
+    again = knobs.find_knobs(tuned)
+    assert {k.name for k in again} == {k.name for k in found}  # read back from the PARAMS keys
+    assert _run(knobs.rewrite(tuned, again)) == _run(tuned)
