@@ -173,3 +173,10 @@ def test_hot_swap_through_the_control_socket_survives_kill_and_resume(db):
     assert _rows(db, "SELECT count(*) FROM audit WHERE run_id = ? AND transition = 'hot_swap'", run_id) == [(1,)]
     done = evotui("edit", run_id, "round_total", "--text", "def round_total(x):\n    return x", "--db", str(db))
     assert done.returncode == 2 and "a hot-swap edits a live run" in done.stderr
+
+
+def test_sepl_is_refused_where_it_cannot_audit_every_transition(db):
+    for args, why in ((("rules", "--mode", "chain"), "a prompt task, mode chain"),
+                      (("circle_packing",), "a program task")):
+        res = evotui("run", *args, "--no-ui", "--strategy", "sepl", "--db", str(db), "--max-proposals", "2", *FAST)
+        assert res.returncode == 2 and why in res.stderr and "Traceback" not in res.stderr, res.stderr
