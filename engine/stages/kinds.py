@@ -34,7 +34,7 @@ def build_handlers(ctx: RunContext, strategy: Strategy | None = None) -> SearchH
     chosen = strategy or strategy_for(ctx)
     if chosen.audited and (ctx.task.kind != "prompt" or mode_named(ctx.config.pipeline.mode).chains):
         raise ValueError(f"strategy {chosen.name} audits every transition of a prompt task's proposals in mode "
-                         f"async, sync or pxn (this run: a {ctx.task.kind} task, mode {ctx.config.pipeline.mode}); "
+                         f"async, sync or pxn (this run: kind {ctx.task.kind}, mode {ctx.config.pipeline.mode}); "
                          "use --strategy gepa, or a prompt task with --mode async")
     if ctx.task.kind == "program":
         return ProgramStages(ctx, chosen)

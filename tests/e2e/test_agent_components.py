@@ -176,7 +176,7 @@ def test_hot_swap_through_the_control_socket_survives_kill_and_resume(db):
 
 
 def test_sepl_is_refused_where_it_cannot_audit_every_transition(db):
-    for args, why in ((("rules", "--mode", "chain"), "a prompt task, mode chain"),
-                      (("circle_packing",), "a program task")):
+    for args, why in ((("rules", "--mode", "chain"), "kind prompt, mode chain"),
+                      (("circle_packing",), "kind program")):
         res = evotui("run", *args, "--no-ui", "--strategy", "sepl", "--db", str(db), "--max-proposals", "2", *FAST)
         assert res.returncode == 2 and why in res.stderr and "Traceback" not in res.stderr, res.stderr

@@ -85,3 +85,12 @@ def test_hot_swap_refuses_frozen_unknown_empty_unchanged_and_heading_texts():
         check_edit(Artifact("a0", "one text", (), 1, {}), "text", "x")
     with pytest.raises(HotSwapError, match="no validated artifact"):
         check_edit(None, "system", "x")
+
+
+def test_optimize_refuses_sepl_on_an_adapter_with_a_value_error(tmp_path):
+    import evotui
+    from tests.engine.test_api import KeywordAdapter, _data
+
+    with pytest.raises(ValueError, match="strategy sepl audits .* kind adapter"):
+        evotui.optimize({"p": "x"}, _data(4, 0), _data(4, 10), KeywordAdapter(), max_proposals=2, strategy="sepl",
+                        db=tmp_path / "api.db")
