@@ -56,3 +56,14 @@ def make_client(cfg: EndpointConfig, run_config: dict[str, Any], name: str, beha
     if cfg.url.startswith("local://"):
         raise TraceError("the run used the managed local server; start it (`evotui local serve`) and pass --llm-url")
     return LLMClient(cfg, name=name)
+
+
+def secret_vars(run_config: dict[str, Any]) -> frozenset[str]:
+    """The run's key variables, which its evaluations never see (the sandbox drops them), as the
+    program stages do: the api_key_env of the task and reflection endpoints."""
+    names = set()
+    for role in ("task_llm", "reflection_llm", "reflection"):
+        ep = run_config.get(role)
+        if isinstance(ep, dict) and ep.get("api_key_env"):
+            names.add(str(ep["api_key_env"]))
+    return frozenset(names)

@@ -22,7 +22,7 @@ from engine.llm.errors import LLMError
 from engine.sandbox import Sandbox
 from engine.trace import collect
 from engine.trace.errors import TraceError
-from engine.trace.llm import Choice, endpoint_config, make_client
+from engine.trace.llm import Choice, endpoint_config, make_client, secret_vars
 
 # Scores within this share of the recorded child's (|score| scaled) count as similar.
 SIMILAR = 0.01
@@ -76,7 +76,8 @@ async def replay(store, run_id: str, candidate_id: str, n: int, *, variant: str,
     client = make_client(cfg, run_config, "replay", behaviours=tuple(all_behaviours()))
     if task.kind == "program":
         fmt = (cand.get("meta") or {}).get("patch_format") or task.settings.patch_format
-        sandbox = Sandbox(task.settings.limits(), concurrency=task.settings.eval_concurrency)
+        sandbox = Sandbox(task.settings.limits(), concurrency=task.settings.eval_concurrency,
+                          secret_vars=secret_vars(run_config))
         s = task.settings
 
         async def child_score(text: str) -> tuple[str | None, str, float | None, str]:

@@ -5,7 +5,9 @@ call, engine/trace/tune_rank.py) are rewritten into a PARAMS block, and optuna's
 (seeded) searches them with `trials` sandboxed evaluations: the first third (8 of 24) random
 start-up points, evaluated side by side, then one guided point at a time. Every evaluation goes
 through engine/sandbox exactly as the run's evaluate stage does: the task's evaluator, mode,
-cascade, program file name and limits (the task's [program] settings with the run's overrides).
+cascade, program file name and limits (the task's [program] settings with the run's overrides),
+the run's key variables dropped. Always the local sandbox, also for a run that evaluated on Ray
+([evaluator] backend = "ray" runs the same sandbox there).
 
 Before the search the rewritten program is evaluated once with the evolved values (the rewrite
 check: it must reproduce the evolved score, else the rewrite changed the program and the tuning
@@ -27,7 +29,7 @@ from engine.sandbox import Sandbox
 from engine.trace import knobs as knobs_mod
 from engine.trace import tune_rank
 from engine.trace.errors import TraceError
-from engine.trace.llm import Choice, endpoint_config, make_client
+from engine.trace.llm import Choice, endpoint_config, make_client, secret_vars
 
 TRIALS = 24
 # The rewritten program must reproduce the evolved score within this (relative) tolerance.
@@ -108,10 +110,10 @@ async def choose_knobs(target: Target, rank: Choice | None) -> tuple[list[knobs_
 class Evaluator:
     """The run's evaluation of a program text: the sandbox with the task's settings."""
 
-    def __init__(self, task: Any) -> None:
+    def __init__(self, task: Any, run_config: dict[str, Any]) -> None:
         s = task.settings
         self.task = task
-        self.sandbox = Sandbox(s.limits(), concurrency=s.eval_concurrency)
+        self.sandbox = Sandbox(s.limits(), concurrency=s.eval_concurrency, secret_vars=secret_vars(run_config))
 
     async def score(self, text: str) -> tuple[float | None, str]:
         t, s = self.task, self.task.settings
@@ -128,7 +130,7 @@ async def tune(target: Target, *, trials: int = TRIALS, seed: int = 0, rank: Cho
     if trials < 1:
         raise TraceError("--trials must be at least 1")
     knobs, how = await choose_knobs(target, rank)
-    ev = Evaluator(target.task)
+    ev = Evaluator(target.task, target.run_config)
     base_text = knobs_mod.rewrite(target.text, knobs)
     check, why = await ev.score(base_text)
     if check is None:

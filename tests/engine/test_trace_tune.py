@@ -127,3 +127,11 @@ def test_a_tuned_program_tunes_again_under_the_same_names() -> None:
     again = knobs.find_knobs(tuned)
     assert {k.name for k in again} == {k.name for k in found}  # read back from the PARAMS keys
     assert _run(knobs.rewrite(tuned, again)) == _run(tuned)
+
+
+def test_the_runs_key_variables_are_kept_from_tuning_evaluations() -> None:
+    from engine.trace.llm import secret_vars
+
+    cfg = {"task_llm": {"api_key_env": "TASK_KEY"}, "reflection_llm": {"api_key_env": "REFL_KEY"}, "sim": {}}
+    assert secret_vars(cfg) == {"TASK_KEY", "REFL_KEY"}
+    assert secret_vars({"task_llm": {"api_key_env": None}}) == frozenset()

@@ -68,11 +68,12 @@ def _task_of(trace: Trace) -> Any:
     return task
 
 
-async def _program_scores(task: Any, texts: list[str]) -> list[tuple[float | None, str]]:
+async def _program_scores(task: Any, texts: list[str], run_config: dict[str, Any]) -> list[tuple[float | None, str]]:
     from engine.sandbox import Sandbox
+    from engine.trace.llm import secret_vars
 
     s = task.settings
-    sandbox = Sandbox(s.limits(), concurrency=s.eval_concurrency)
+    sandbox = Sandbox(s.limits(), concurrency=s.eval_concurrency, secret_vars=secret_vars(run_config))
 
     async def one(text: str) -> tuple[float | None, str]:
         ev = await sandbox.evaluate(task.heldout_evaluator, text, mode=task.sandbox_mode, program_name=task.program_name)
@@ -150,7 +151,7 @@ async def analyze(store, trace: Trace, *, llm_ok: bool, choice) -> dict[str, Any
             return {"available": False, "reason": f"task {task.name} declares no held-out evaluator "
                                                   "([heldout] evaluator in task.toml)"}
         source = str(task.heldout_evaluator)
-        scored = await _program_scores(task, texts)
+        scored = await _program_scores(task, texts, trace.run.get("config") or {})
     else:
         if not task.heldout:
             return {"available": False, "reason": f"task {task.name} declares no held-out split (heldout = ... in task.toml)"}
