@@ -45,6 +45,11 @@ MODES = {
     "chain-8": {"pipeline": {"mode": "chain", "chains": 8}},
     "chain-12": {"pipeline": {"mode": "chain", "chains": 12}},
     "chain-16": {"pipeline": {"mode": "chain", "chains": 16}},
+    # One background validation at a time: heads superseded meanwhile are never validated (the
+    # newer head carries their edits), so fewer sequences share the GPU with the chains' steps.
+    "chain-8v1": {"pipeline": {"mode": "chain", "chains": 8, "chain_validators": 1}},
+    "chain-10v1": {"pipeline": {"mode": "chain", "chains": 10, "chain_validators": 1}},
+    "chain-12v1": {"pipeline": {"mode": "chain", "chains": 12, "chain_validators": 1}},
     # Saturation, not quality: enough items in flight, and client requests up to the backend's
     # capacity, to keep the backend full (use with a larger --proposals).
     "async-max": {"pipeline": {"mode": "async", "max_in_flight": 192, "queue_capacity": 384, "merge": False,
@@ -130,12 +135,14 @@ async def zero_latency(task: str, proposals: int, db_dir: Path) -> dict:
             "proposals_per_s": round(row["proposals"] / wall, 2)}
 
 
-def _parse_modes(spec: str) -> list[str]:
+def _parse_modes(spec: str, reference: bool = True) -> list[str]:
+    """The modes named in spec; with reference, sync first if missing (the ratios' base; with
+    --peers the base is real GEPA instead)."""
     modes = [m.strip() for m in spec.split(",") if m.strip()]
     unknown = [m for m in modes if m not in MODES]
     if unknown:
         raise ValueError(f"unknown mode(s) {', '.join(unknown)}; choose from {', '.join(MODES)}")
-    if "sync" not in modes:
+    if reference and "sync" not in modes:
         modes.insert(0, "sync")
     return modes
 
@@ -170,7 +177,7 @@ def main(args: argparse.Namespace) -> int:
 
         return bench_strategies.main(args)
     try:
-        modes = _parse_modes(args.modes or DEFAULT_MODES)
+        modes = _parse_modes(args.modes or DEFAULT_MODES, reference=not getattr(args, "peers", None))
     except ValueError as exc:
         print(f"evotui: error: {exc}", file=sys.stderr)
         return 2
