@@ -81,7 +81,8 @@ async def hot_swap(handlers, component: object, text: object, reason: str, by: s
                    components=parts)
     detail = {"component": component, "by": by, "reason": reason}
     stored = handlers.ledger.commit_edit(art, {t["example_id"]: t["feedback"] for t in traces}, detail)
-    handlers.ledger.restore(stored.artifact_id, reason or f"hot-swap of {component}", by=by)
+    handlers.ledger.restore(stored.artifact_id, reason or f"hot-swap of {component}", by=by,
+                            previous_id=base_now.artifact_id)
     version = VersionIndex(ctx.pool.confirmed()).of_artifact(stored.artifact_id)[component]
     ctx.store.insert_audit(ctx.run_id, item_id=stored.artifact_id, transition="hot_swap", component=component,
                            decision="committed", reason=reason or None,

@@ -127,14 +127,16 @@ class Ledger:
         ctx.tally.speculative_removed += 1
         return stored
 
-    def restore(self, artifact_id: str, reason: str, by: str = "engine") -> PoolChange:
+    def restore(self, artifact_id: str, reason: str, by: str = "engine", previous_id: str | None = None) -> PoolChange:
         """Make an earlier validated artifact the run's active best again (see the docstring);
-        `by` (who asked: "cli", "control", ...) goes into the audit row with the reason."""
+        `by` (who asked: "cli", "control", ...) goes into the audit row with the reason.
+        `previous_id`: the artifact that was active before the operation that asked for the
+        restore (a hot-swap commits its edit first); default the active best now."""
         ctx = self.ctx
         art = ctx.pool.get(artifact_id)
         if not is_confirmed(art):
             raise PoolError(f"artifact {artifact_id!r} is {art.status}: only a validated one can be restored")
-        previous = self.best()
+        previous = ctx.pool.get(previous_id) if previous_id is not None else self.best()
         detail = {RESTORE: True, "reason": reason, "previous_best": previous.artifact_id if previous else None,
                   "by": by}
         # Same status and scores: the artifact is unchanged, so its row is not rewritten.

@@ -151,6 +151,7 @@ def test_hot_swap_through_the_control_socket_survives_kill_and_resume(db):
         restores = _rows(db, "SELECT artifact_id, detail_json FROM pool_events WHERE run_id = ? AND kind = 'restore'",
                          run_id)
         assert restores[-1][0] == hid and json.loads(restores[-1][1])["by"] == "control"
+        assert json.loads(restores[-1][1])["previous_best"] == parent  # what was active before the edit
         [(decision, component, audit_detail)] = _rows(
             db, "SELECT decision, component, detail_json FROM audit WHERE run_id = ? AND transition = 'hot_swap'",
             run_id)
