@@ -15,7 +15,8 @@ socket's `edit_component` command awaits it):
    can select it;
 4. makes it the active best through the ledger's restore (audited like `evotui restore`), so the
    edit is what the run now serves even when it scores lower;
-5. writes an audit row (transition "hot_swap") with the component's new version.
+5. writes an audit row (transition "hot_swap") with the component's new version, and waits for
+   the store's writer to commit it all before it replies.
 
 Every refusal raises HotSwapError before anything is written.
 """
@@ -90,5 +91,6 @@ async def hot_swap(handlers, component: object, text: object, reason: str, by: s
                                    "parent_version": version.parent_version, "val_mean": stored.val_mean,
                                    "parent_val_mean": base_now.val_mean, "pool_version": ctx.pool.version},
                            created_at=time.time())
+    await ctx.store.flush()  # the reply means the edit is on disk: a kill after it keeps the version
     return {"artifact_id": stored.artifact_id, "component": component, "version": version.version,
             "parent_id": base_now.artifact_id, "val_mean": stored.val_mean, "pool_version": ctx.pool.version}

@@ -104,5 +104,6 @@ async def edit_main(args: argparse.Namespace) -> list[str]:
     else:
         text = args.text
     res = await edit_async(args.run_id, args.component, text, db=args.db, reason=args.reason)
-    return [f"run {args.run_id}: {res['component']}@{res['version']} is active in {res['artifact_id']} "
-            f"(val {res['val_mean']:.3f}, from {res['parent_id']}); pool version {res['pool_version']}"]
+    line = (f"run {args.run_id}: {res['component']}@{res['version']} is active in {res['artifact_id']} "
+            f"(val {res['val_mean']:.3f}, from {res['parent_id']}); pool version {res['pool_version']}")
+    return [line]
