@@ -11,8 +11,9 @@ socket's `edit_component` command awaits it):
    like any commit;
 3. commits it through the ledger (`Ledger.commit_edit`: pool version bump, lineage operator
    "edit", a pool_events row naming the component, who and why), so items in flight see it in the
-   changelog and the staleness policies treat it as any commit, and items admitted from then on
-   can select it;
+   changelog and the staleness policies treat it as any commit; the next `max_in_flight` items
+   admitted take it as their parent (`PinnedParents`; selection tag `hot_swap`), then the
+   strategy's selector chooses again (a resume forgets the pin: the selector chooses);
 4. makes it the active best through the ledger's restore (audited like `evotui restore`), so the
    edit is what the run now serves even when it scores lower;
 5. writes an audit row (transition "hot_swap") with the component's new version, and waits for
@@ -29,7 +30,26 @@ from engine import components
 from engine.component_versions import VersionIndex
 from engine.context import CallFailed
 from engine.items import current_item
-from engine.pool import Artifact
+from engine.pool import Artifact, is_confirmed
+from engine.strategy.protocols import Pick
+
+
+class PinnedParents:
+    """Mixed into PromptStages (before KindHandlers): after a hot-swap the next admitted items
+    take the edited artifact as their parent."""
+
+    _pinned: tuple[str, int] | None = None
+
+    def pin_parent(self, artifact_id: str, items: int) -> None:
+        self._pinned = (artifact_id, items) if items > 0 else None
+
+    def pick_parent(self) -> Pick:
+        if self._pinned is not None:
+            artifact_id, left = self._pinned
+            self._pinned = (artifact_id, left - 1) if left > 1 else None
+            if artifact_id in self.ctx.pool and is_confirmed(self.ctx.pool.get(artifact_id)):
+                return Pick(artifact_id, {"hot_swap": artifact_id})
+        return super().pick_parent()
 
 
 class HotSwapError(ValueError):
@@ -84,6 +104,7 @@ async def hot_swap(handlers, component: object, text: object, reason: str, by: s
     stored = handlers.ledger.commit_edit(art, {t["example_id"]: t["feedback"] for t in traces}, detail)
     handlers.ledger.restore(stored.artifact_id, reason or f"hot-swap of {component}", by=by,
                             previous_id=base_now.artifact_id)
+    handlers.pin_parent(stored.artifact_id, ctx.config.pipeline.max_in_flight)
     version = VersionIndex(ctx.pool.confirmed()).of_artifact(stored.artifact_id)[component]
     ctx.store.insert_audit(ctx.run_id, item_id=stored.artifact_id, transition="hot_swap", component=component,
                            decision="committed", reason=reason or None,

@@ -25,6 +25,7 @@ from engine.pipeline.spec import PipelineSpec, StageSpec
 from engine.pool import Artifact
 from engine.selection import merge
 from engine.stages import reflection
+from engine.hot_swap import PinnedParents
 from engine.stages.audit import AuditMixin
 from engine.stages.base import KindHandlers
 from engine.stages.chain import ChainMixin
@@ -37,7 +38,7 @@ from engine.tasks.prompt_task import TaskError
 TOKENS_PER_CALL_PRIOR = 1500.0
 """Tokens per call assumed for budget reservations until calls have been observed."""
 
-class PromptStages(AuditMixin, SpeculationMixin, ChainMixin, StaleRepairMixin, ExampleKindMixin, KindHandlers):
+class PromptStages(PinnedParents, AuditMixin, SpeculationMixin, ChainMixin, StaleRepairMixin, ExampleKindMixin, KindHandlers):
     """Handlers of a prompt task running `strategy` (engine/pipeline/spec.py: SearchHandlers)."""
 
     kind = "prompt"

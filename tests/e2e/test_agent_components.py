@@ -158,6 +158,8 @@ def test_hot_swap_through_the_control_socket_survives_kill_and_resume(db):
         before = _versions(db, run_id)
         swapped = [v for v in before["components"]["round_total"]["versions"] if v["artifact_id"] == hid]
         assert swapped and swapped[0]["text"] == NEW_CODE and json.loads(audit_detail)["version"] == swapped[0]["version"]
+        _wait("items admitted from the edit", proc, lambda: bool(_rows(
+            db, "SELECT 1 FROM items WHERE run_id = ? AND parent_artifact_id = ?", run_id, hid)))
         _wait("a commit after the hot-swap", proc, lambda: bool(_rows(
             db, "SELECT 1 FROM pool_events WHERE run_id = ? AND version > (SELECT max(version) FROM pool_events "
                 "WHERE run_id = ? AND artifact_id = ?)", run_id, run_id, hid)))

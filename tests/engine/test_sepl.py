@@ -7,10 +7,10 @@ import pytest
 
 from engine.component_versions import VersionIndex, diff, parse_spec
 from engine.components import Component
-from engine.hot_swap import HotSwapError, check_edit
+from engine.hot_swap import HotSwapError, PinnedParents, check_edit
 from engine.pool import Artifact
 from engine.strategy import registry
-from engine.strategy.protocols import SearchParams
+from engine.strategy.protocols import Pick, SearchParams
 from engine.strategy.sepl import blame, round_robin
 
 NAMES = ["system", "tool_lookup", "round_total"]
@@ -94,3 +94,27 @@ def test_optimize_refuses_sepl_on_an_adapter_with_a_value_error(tmp_path):
     with pytest.raises(ValueError, match="strategy sepl audits .* kind adapter"):
         evotui.optimize({"p": "x"}, _data(4, 0), _data(4, 10), KeywordAdapter(), max_proposals=2, strategy="sepl",
                         db=tmp_path / "api.db")
+
+
+class _Selector:
+    def pick_parent(self) -> Pick:
+        return Pick("chosen")
+
+
+class _Pinning(PinnedParents, _Selector):
+    def __init__(self, pool: dict) -> None:
+        self.ctx = type("Ctx", (), {"pool": _Pool(pool)})()
+
+
+class _Pool(dict):
+    get = dict.__getitem__  # Pool.get raises for a missing id
+
+
+def test_a_hot_swap_pins_the_next_admissions_to_the_edit_then_selection_resumes():
+    kind = _Pinning({"h1": Artifact("h1", "x", ("a0",), 3, {"v0": 1.0})})
+    kind.pin_parent("h1", 2)
+    picks = [kind.pick_parent() for _ in range(3)]
+    assert [p.parent_id for p in picks] == ["h1", "h1", "chosen"] and picks[0].tags == {"hot_swap": "h1"}
+    gone = _Pinning({})
+    gone.pin_parent("h1", 1)
+    assert gone.pick_parent().parent_id == "chosen"  # an edit no longer in the pool is not forced
