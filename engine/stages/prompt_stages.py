@@ -328,6 +328,7 @@ class PromptStages(PinnedParents, AuditMixin, SpeculationMixin, ChainMixin, Stal
             if not self.settle_speculative(item):
                 item.end("removed_speculative", "full validation did not confirm the partial score")
                 return None
+            self.audit_commit(item, artifact_id)
             return self._accepted(item, artifact_id)
         parts, part_meta = self.child_components(item)
         art = Artifact(

@@ -12,6 +12,10 @@ whole for all of them). A stated step is done right with P_FOLLOW, an unstated o
 The rounding is whatever round_total's source does (engine/tasks/agentworld.py: rounding_of, read
 with ``ast``, never executed): code is not followed by chance.
 
+Stale-proposal judge (reflective policy): patch when the stale proposal gets a check right that
+the current best does not (the best with the proposal's owning components), else discard;
+flipped with P_MISJUDGE.
+
 Reflector: edits the component(s) the request asks for. For a failing check that component owns
 it writes the fix with P_FIX (the code fix rounds to one place instead of two with
 P_WRONG_PLACES), else generic advice. For a check another component owns it writes that check's
@@ -42,6 +46,8 @@ P_WRONG_PLACES = 0.2
 """The code fix rounds to one decimal place instead of two."""
 P_MISPLACED = 0.5
 """For a check another component owns, the reflector writes its fix into this one anyway."""
+P_MISJUDGE = 0.1
+"""The stale-proposal judge gets the verdict wrong this often."""
 
 FIX_TEXT = {
     "format": "End your reply with one line `TOTAL: <amount> <CUR>`, e.g. `TOTAL: 12.50 EUR`.",
@@ -159,6 +165,45 @@ def reflect(user: str, rng: random.Random) -> str | None:
     return f"Reasoning: I {note}.\n```\n{new}\n```"
 
 
+# -- the stale-proposal judge (reflective policy) ------------------------------------------------
+_AGENT_PARTS = {"system", "tool_lookup", "tool_convert", "round_total"}
+
+
+def _agent_rendering(text: str) -> dict[str, str] | None:
+    parts = components.split_rendering(text)
+    return dict(parts) if parts is not None and _AGENT_PARTS <= {n for n, _ in parts} else None
+
+
+def judge(user: str, rng: random.Random) -> str | None:
+    """VERDICT/REASON for a stale proposal: patch when the proposal gets a check right that the
+    current best does not (the best with the proposal's owning component(s) taken over), else
+    discard as redundant; flipped with P_MISJUDGE."""
+    if "## Stale proposal" not in user or "## Current best instructions" not in user:
+        return None
+    blocks = _FENCE.findall(user)
+    if len(blocks) < 2:
+        return None
+    best, child = _agent_rendering(blocks[0].strip("\n")), _agent_rendering(blocks[-1].strip("\n"))
+    if best is None or child is None:
+        return None
+    best_checks, best_rounding = stated(blocks[0])
+    child_checks, child_rounding = stated(blocks[-1])
+    gains = [a for a, ok in child_checks.items() if ok and not best_checks[a]]
+    if child_rounding.cents and not best_rounding.cents:
+        gains.append("rounding")
+    owners = sorted({ASPECT_OWNER[a] for a in gains})
+    verdict = "patch" if owners else "discard"
+    reason = (f"gets {', '.join(gains)} right where the current best does not" if owners
+              else "redundant: the current best already gets its checks right")
+    if rng.random() < P_MISJUDGE:
+        verdict, reason = ("discard" if verdict == "patch" else "keep"), "(misjudged) " + reason
+    if verdict != "patch":
+        return f"VERDICT: {verdict}\nREASON: {reason}"
+    names = [n for n, _ in components.split_rendering(blocks[0].strip("\n"))]
+    merged = [components.Component(n, child[n] if n in owners else best[n]) for n in names]
+    return f"VERDICT: patch\nREASON: {reason}\n```\n{components.render(merged)}\n```"
+
+
 class AgentWorldBehaviour:
     """The agent-tools world as a simulator plug-in (``SimBehaviour``): agent and reflector."""
 
@@ -171,9 +216,14 @@ class AgentWorldBehaviour:
             m = _FENCE.search(request.user)
             return (m is not None and has_feedback(request.user, m.end())
                     and _ORDER_LINE.search(request.user, m.end()) is not None)
+        if request.kind == "judge":
+            blocks = _FENCE.findall(request.user)
+            return "## Stale proposal" in request.user and bool(blocks) and _agent_rendering(blocks[0]) is not None
         return False
 
     def answer(self, request: SimRequest, rng: random.Random) -> str | None:
+        if request.kind == "judge":
+            return judge(request.user, rng)
         if request.kind == "propose":
             return reflect(request.user, rng)
         order = parse_order(request.user) if request.kind == "task" else None

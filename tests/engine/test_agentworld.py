@@ -92,3 +92,25 @@ def test_reflector_fixes_only_what_the_edited_component_owns():
     rules = SimRequest(messages=[], stage="propose", kind="propose", system="",
                        user="```\nFormat lists.\n```\nInput:\nCategory: fruit\nFeedback: use semicolons\n")
     assert not plug.recognises(rules)
+
+
+def test_judge_patches_the_best_with_what_a_stale_proposal_gets_right():
+    from engine.stages.reflection import build_reflect_messages
+    from engine.tasks.agentworld_sim import judge
+
+    task = load_task(ROOT / "tasks" / "agent_tools")
+    best = task.seed_prompt.replace(
+        "with its total price.", "with its total price.\n" + FIX_TEXT["format"])
+    stale = task.seed_prompt.replace("lookup(item) -> the catalogue price of an item.",
+                                     "lookup(item) -> the catalogue price of an item.\n" + FIX_TEXT["cents"])
+    user = build_reflect_messages(best, task.seed_prompt, stale, 1, 3, [])[-1]["content"]
+    req = SimRequest(messages=[], stage="reflect", kind="judge", system="", user=user)
+    assert AgentWorldBehaviour().recognises(req)
+    verdicts = [judge(user, random.Random(s)) for s in range(40)]
+    patched = [v for v in verdicts if v.startswith("VERDICT: patch")]
+    assert len(patched) > 30
+    body = patched[0].split("```\n", 1)[1].rsplit("```", 1)[0]
+    checks, _ = stated(body)
+    assert checks["format"] and checks["cents"]  # the best's fix kept, the proposal's taken over
+    redundant = build_reflect_messages(stale, task.seed_prompt, stale, 1, 3, [])[-1]["content"]
+    assert sum(judge(redundant, random.Random(s)).startswith("VERDICT: discard") for s in range(40)) > 30
