@@ -16,7 +16,7 @@ def test_agent_tools_improves_in_async_mode(db: Path):
     assert res.returncode == 0, res.stderr[-2000:]
     summary = summary_of(res)
     assert summary["mode"] == "async"
-    assert summary["best_score"] >= summary["seed_score"] + 0.4, summary
+    assert summary["best_score"] >= summary["seed_score"] + 0.3, summary
     con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
     try:
         rows = con.execute("SELECT meta_json, components_json FROM artifacts WHERE run_id = ? AND status IN "
