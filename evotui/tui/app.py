@@ -21,6 +21,7 @@ from evotui.tui.bridge import Sampler
 from evotui.tui.keymap import APP_BINDINGS
 from evotui.tui.screens.base import ConfirmScreen
 from evotui.tui.screens.dashboard import DashboardScreen
+from evotui.tui.screens.islands import IslandsScreen
 from evotui.tui.screens.lineage import LineageScreen
 from evotui.tui.screens.review import ReviewScreen
 from evotui.tui.settings import UISettings
@@ -32,7 +33,7 @@ class EvoApp(App):
     CSS_PATH = "app.tcss"
     TITLE = "evotui"
     BINDINGS = APP_BINDINGS
-    MODES = {"dashboard": DashboardScreen, "review": ReviewScreen, "lineage": LineageScreen}
+    MODES = {"dashboard": DashboardScreen, "review": ReviewScreen, "lineage": LineageScreen, "islands": IslandsScreen}
     DEFAULT_MODE = "dashboard"
     HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (120, "-wide")]
     VERTICAL_BREAKPOINTS = [(0, "-short"), (36, "-tall"), (46, "-huge")]
@@ -120,7 +121,10 @@ class EvoApp(App):
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """A read-only view does not offer the controls at all (False: hidden from the footer
-        and the palette); a finished run shows them disabled (None)."""
+        and the palette); a finished run shows them disabled (None). The islands screen is offered
+        only for a run whose strategy keeps islands."""
+        if action == "show_islands":
+            return self.backend.has_islands
         if action in CONTROL_ACTIONS:
             if not self.can_control:
                 return False
@@ -168,6 +172,10 @@ class EvoApp(App):
         if self.current_mode != mode:
             self.switch_mode(mode)
         self.call_after_refresh(self.sampler.tick)
+
+    def action_show_islands(self) -> None:
+        if self.backend.has_islands:
+            self.action_show("islands")
 
     def _stage_names(self) -> list[str]:
         frame = self.sampler.frame

@@ -15,11 +15,14 @@ from typing import Any
 
 from engine.history import SnapshotFeed
 from engine.history_db import HistoryReader, open_reader
+from engine.islands_view import IslandsView, island_options
 from engine.pipeline.review import PendingReview
+from engine.run_state import artifact_from_row
 from engine.snapshot import EngineSnapshot, StoredRun, build_snapshot
 from engine.store.store import Store, StoreError
 from evotui.control import ControlClient, ControlError, snapshot_from_dict, socket_path
-from evotui.tui.backend import ArtifactView, Backend, BackendError, Frame, LLMStat, provenance, rounded
+from evotui.tui.backend import (ArtifactView, Backend, BackendError, Frame, IslandsCache, LLMStat, provenance,
+                                rounded)
 
 POLL_S = 1.0
 
@@ -46,6 +49,7 @@ class AttachBackend(Backend):
         self.reader: HistoryReader | None = None
         self.feed: SnapshotFeed | None = None
         self.problem = ""
+        self._islands = IslandsCache()
 
     @property
     def source(self) -> str:  # type: ignore[override]
@@ -116,7 +120,7 @@ class AttachBackend(Backend):
             ArtifactView(a["artifact_id"], (a["parent_ids"] or [None])[0], a["created_version"], a["status"],
                          a["val_mean"], a["text"],
                          provenance(a["meta"] or {}, a["parent_ids"] or [],
-                                    notes.get(str((a["meta"] or {}).get("item_id", "")), "")))
+                                    notes.get(str((a["meta"] or {}).get("item_id", "")), "")), a["meta"] or {})
             for a in arts
         ]
         if self.reader is not None:
@@ -170,6 +174,17 @@ class AttachBackend(Backend):
 
     def pending(self) -> list[PendingReview]:
         return list(self._pending)
+
+    def _strategy(self) -> dict[str, Any]:
+        return dict((self._row.get("config") or {}).get("strategy") or {})
+
+    @property
+    def has_islands(self) -> bool:
+        return island_options(self._strategy()) is not None
+
+    def islands(self) -> IslandsView | None:
+        key = (len(self._artifact_rows), len(self._pool_events))
+        return self._islands.get(key, self._strategy(), lambda: [artifact_from_row(a) for a in self._artifact_rows])
 
     async def control(self, cmd: str, **args: Any) -> Any:
         if not self.can_control:

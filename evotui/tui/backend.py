@@ -13,13 +13,15 @@ import statistics
 import time
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 from engine.events import Event
 from engine.history import RunHistory, SnapshotFeed
 from engine.history_db import load_history
+from engine.islands_view import IslandsView, build_islands_view, island_options
 from evotui.control import ControlError, apply_command
 from engine.pipeline.review import PendingReview, ReviewError
+from engine.pool import Artifact
 from engine.snapshot import EngineSnapshot
 
 LOG_KINDS = frozenset({
@@ -165,6 +167,20 @@ def decision_line(event: Event) -> str | None:
     return None
 
 
+class IslandsCache:
+    """The islands view rebuilt only when the pool changed (the fold is linear in the artifacts)."""
+
+    def __init__(self) -> None:
+        self._key: object = None
+        self._view: IslandsView | None = None
+
+    def get(self, key: object, strategy: Mapping[str, Any], artifacts: Callable[[], Iterable[Artifact]]) -> IslandsView | None:
+        if key != self._key:
+            self._view = build_islands_view(strategy, artifacts())
+            self._key = key
+        return self._view
+
+
 class Backend:
     """Base: read-only, no data. Subclasses override what they support."""
 
@@ -187,6 +203,15 @@ class Backend:
 
     def evidence(self, item_id: str) -> ReviewEvidence | None:
         """Scores, staleness decisions and strategy notes of a pending item, if known."""
+        return None
+
+    @property
+    def has_islands(self) -> bool:
+        """The run's strategy keeps an island archive (loongflow, contextevolve with islands)."""
+        return False
+
+    def islands(self) -> IslandsView | None:
+        """The island archive now (None for strategies without islands)."""
         return None
 
     async def control(self, cmd: str, **args: Any) -> Any:
@@ -216,6 +241,7 @@ class LiveBackend(Backend):
         self._parents: dict[str, str] = {}
         self._staleness: dict[str, list[str]] = {}
         self._mean_cache: tuple[int, float | None] = (-1, None)
+        self._islands = IslandsCache()
         cfg = run.ctx.config
         self.history = RunHistory(start=time.time(), time_scale=cfg.sim.time_scale if cfg.uses_sim else 1.0,
                                   simulated=cfg.uses_sim)
@@ -306,6 +332,14 @@ class LiveBackend(Backend):
 
     def pending(self) -> list[PendingReview]:
         return self.run.review.pending()
+
+    @property
+    def has_islands(self) -> bool:
+        return island_options(self.run.ctx.config.strategy.model_dump()) is not None
+
+    def islands(self) -> IslandsView | None:
+        pool = self.run.ctx.pool
+        return self._islands.get(pool.version, self.run.ctx.config.strategy.model_dump(), pool.artifacts)
 
     def evidence(self, item_id: str) -> ReviewEvidence | None:
         # PendingReview carries texts only; the parked item's payload holds the scores and notes.

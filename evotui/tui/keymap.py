@@ -14,6 +14,8 @@ APP_BINDINGS = [
     Binding("1", "show('dashboard')", "Dash", id="screen.dashboard", tooltip="Dashboard"),
     Binding("2", "show('review')", "Review", id="screen.review", tooltip="Patch review queue"),
     Binding("3", "show('lineage')", "Lineage", id="screen.lineage", tooltip="Artifact tree"),
+    Binding("4", "show_islands", "Islands", id="screen.islands",
+            tooltip="Islands: sizes, bests, temperatures, MAP-Elites grids, migrations (island strategies only)"),
     Binding("w", "next_stage", "Stage", id="stage.next", tooltip="Select the next stage for worker changes"),
     Binding("plus,equals_sign", "workers(1)", "Wk+", id="workers.more", key_display="+",
             tooltip="One more worker on the selected stage"),
@@ -55,6 +57,13 @@ LINEAGE_BINDINGS = [
     Binding("m", "diff_mode", "Unified/split", id="lineage.mode", tooltip="Unified or side-by-side diff"),
 ]
 
+ISLANDS_BINDINGS = [
+    Binding("right_square_bracket", "island(1)", "Island", id="islands.next", key_display="]",
+            tooltip="Show the next island's grid"),
+    Binding("left_square_bracket", "island(-1)", "Island", id="islands.previous", key_display="[", show=False,
+            tooltip="Show the previous island's grid"),
+]
+
 DIFF_NAV_BINDINGS = [
     Binding("n", "next_change", "Next chg", id="diff.next", tooltip="Scroll the diff to the next change"),
     Binding("N", "previous_change", "Prev chg", id="diff.previous", tooltip="Scroll the diff to the previous change"),
@@ -81,6 +90,7 @@ SCOPES = {
     "dashboard": APP_BINDINGS + DASHBOARD_BINDINGS,
     "review": APP_BINDINGS + REVIEW_BINDINGS + DIFF_NAV_BINDINGS,
     "lineage": APP_BINDINGS + LINEAGE_BINDINGS,
+    "islands": APP_BINDINGS + ISLANDS_BINDINGS,
     "diff": APP_BINDINGS + DIFF_BINDINGS + DIFF_NAV_BINDINGS,
     "confirm": CONFIRM_BINDINGS,
 }
@@ -119,5 +129,6 @@ def keymap_clashes(keymap: dict[str, str]) -> list[str]:
 
 
 def binding_ids() -> list[str]:
-    groups = (APP_BINDINGS, DASHBOARD_BINDINGS, REVIEW_BINDINGS, LINEAGE_BINDINGS, DIFF_BINDINGS, DIFF_NAV_BINDINGS, CONFIRM_BINDINGS)
+    groups = (APP_BINDINGS, DASHBOARD_BINDINGS, REVIEW_BINDINGS, LINEAGE_BINDINGS, ISLANDS_BINDINGS, DIFF_BINDINGS,
+              DIFF_NAV_BINDINGS, CONFIRM_BINDINGS)
     return [b.id for group in groups for b in group if b.id]

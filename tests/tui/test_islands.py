@@ -1,0 +1,113 @@
+"""The islands view: the engine's read-only islands query and the TUI screen over it (frozen data)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from engine.islands_view import build_islands_view, island_options
+from engine.pool import Artifact
+from evotui.tui.app import EvoApp
+from evotui.tui.launch import prepare
+from evotui.tui.screens.islands import IslandsScreen
+from tests.tui.fakes import FrozenBackend
+from tests.tui.fakes_islands import STRATEGY, IslandsBackend, frozen_artifacts
+
+
+def test_island_options_only_for_island_strategies():
+    assert island_options({"name": "loongflow"}) == {}
+    assert island_options({"name": "contextevolve", "contextevolve": {"selection": "islands"},
+                           "loongflow": {"islands": 4}}) == {"islands": 4}
+    assert island_options({"name": "contextevolve", "contextevolve": {"selection": "tournament"}}) is None
+    assert island_options({"name": "gepa"}) is None
+    assert build_islands_view({"name": None}, frozen_artifacts()) is None
+
+
+def test_view_folds_like_the_archive():
+    view = build_islands_view(STRATEGY, frozen_artifacts())
+    assert view is not None
+    assert [i.index for i in view.islands] == [0, 1, 2]
+    assert view.folded == 15 and view.next_migration_in == 5 and view.feature == "novelty"
+    # The best (a000014, 0.74) migrated from its home island 2 into both ring neighbours.
+    assert {(m.from_island, m.to_island) for m in view.migrations if m.artifact_id == "a000014"} == {(2, 0), (2, 1)}
+    for island in view.islands:
+        assert island.best_id == "a000014" and island.best_score == 0.74
+        assert all(0 <= c.x < island.bins and 0 <= c.y < island.bins for c in island.cells)
+        assert island.temperature > 0
+    contextevolve = {"name": "contextevolve", "contextevolve": {"selection": "islands"},
+                     "loongflow": STRATEGY["loongflow"]}
+    assert build_islands_view(contextevolve, frozen_artifacts()) == view
+
+
+def _app(backend) -> EvoApp:
+    app = EvoApp(backend)
+    app._theme_name = prepare(app, "evotui-dark", [])
+    return app
+
+
+async def _tick(pilot) -> None:
+    await pilot.pause()
+    pilot.app.sampler.tick()
+    await pilot.pause()
+
+
+async def test_key_opens_islands_and_brackets_select_an_island():
+    app = _app(IslandsBackend())
+    async with app.run_test(size=(100, 30)) as pilot:
+        await _tick(pilot)
+        await pilot.press("4")
+        await _tick(pilot)
+        screen = app.screen
+        assert isinstance(screen, IslandsScreen)
+        assert screen.query_one("#islands-table").row_count == 3
+        grid = str(screen.query_one("#island-grid").render())
+        assert "island 0" in grid and "0.740" in grid and "length →" in grid
+        assert "a000014 island 2 → 0, 1" in str(screen.query_one("#migrations").render())
+        await pilot.press("right_square_bracket")
+        await pilot.pause()
+        assert screen.selected_island == 1 and "island 1" in str(screen.query_one("#island-grid").render())
+        await pilot.press("left_square_bracket", "left_square_bracket")
+        await pilot.pause()
+        assert screen.selected_island == 2
+        assert screen.query_one("#islands-table").cursor_row == 2
+
+
+async def test_new_migrations_are_marked_as_they_happen():
+    backend = IslandsBackend()
+    app = _app(backend)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await _tick(pilot)
+        await pilot.press("4")
+        await _tick(pilot)
+        screen = app.screen
+        assert "new v" not in str(screen.query_one("#migrations").render())
+        # Five more commits reach the next migration.
+        last = backend.arts[-1]
+        for k in range(15, 20):
+            score = 0.8 + k / 100
+            backend.arts.append(Artifact(f"a{k:06d}", last.text + f"# variant {k}\n" * (k % 4 + 1),
+                                         (last.artifact_id,), k + 1, {"score": score},
+                                         meta={"selection": {"island": k % 3}}))
+        backend.snap = replace(backend.snap, pool_version=len(backend.arts))
+        await _tick(pilot)
+        text = str(screen.query_one("#migrations").render())
+        assert f"new v{len(backend.arts)}" in text
+        assert screen.view is not None and screen.view.folded == 20 and screen.view.next_migration_in == 5
+
+
+async def test_islands_not_offered_without_islands():
+    app = _app(FrozenBackend())
+    async with app.run_test(size=(100, 30)) as pilot:
+        await _tick(pilot)
+        assert app.check_action("show_islands", ()) is False
+        commands = [c.title for c in app.get_system_commands(app.screen)]
+        assert not any(t.startswith("Islands") for t in commands)
+        offered = [key for key, active in app.screen.active_bindings.items() if active.enabled]
+        assert "4" not in offered and "3" in offered  # the footer shows enabled bindings only
+        await pilot.press("4")
+        await _tick(pilot)
+        assert app.current_mode == "dashboard"
+    app = _app(IslandsBackend())
+    async with app.run_test(size=(100, 30)) as pilot:
+        await _tick(pilot)
+        assert app.check_action("show_islands", ()) is True
+        assert any(c.title.startswith("Islands") for c in app.get_system_commands(app.screen))

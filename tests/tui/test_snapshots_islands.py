@@ -1,0 +1,39 @@
+"""Snapshots of the islands screen (a loongflow run's frozen artifacts, folded by the engine's
+island archive) at 80x24 and 160x48 (plain `def`: snap_compare runs its own loop)."""
+
+import pytest
+
+from evotui.tui.app import EvoApp
+from evotui.tui.launch import prepare
+from tests.tui.fakes_islands import IslandsBackend
+
+SIZES = [(80, 24), (160, 48)]
+
+
+def islands_app() -> EvoApp:
+    app = EvoApp(IslandsBackend())
+    app._theme_name = prepare(app, "evotui-dark", [])
+    return app
+
+
+def opened(*pressed: str):
+    async def go(pilot):
+        await pilot.pause()
+        pilot.app.sampler.tick()
+        for key in ("4", *pressed):
+            await pilot.press(key)
+            await pilot.pause()
+            pilot.app.sampler.tick()
+            await pilot.pause()
+
+    return go
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_islands_screen(snap_compare, size):
+    assert snap_compare(islands_app(), terminal_size=size, run_before=opened())
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_islands_second_island(snap_compare, size):
+    assert snap_compare(islands_app(), terminal_size=size, run_before=opened("right_square_bracket"))
