@@ -40,7 +40,8 @@ MODES = {
     "async-best": {"pipeline": {**_REFLECTIVE, "speculation": True, "adaptive": True, "max_in_flight": 16,
                                 "workers": {"rollout": 16, "propose": 16, "evaluate": 16, "reflect": 8}}},
     # Proposal chains (engine/stages/chain.py): async steps handed on at the gate, shared head.
-    "chain": {"pipeline": {"mode": "chain", "chains": 6}},
+    "chain": {"pipeline": {"mode": "chain"}},  # the default chain count (8)
+    "chain-6": {"pipeline": {"mode": "chain", "chains": 6}},
     "chain-4": {"pipeline": {"mode": "chain", "chains": 4}},
     "chain-8": {"pipeline": {"mode": "chain", "chains": 8}},
     "chain-12": {"pipeline": {"mode": "chain", "chains": 12}},
