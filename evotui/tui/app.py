@@ -20,6 +20,7 @@ from evotui.tui.backend import Backend, BackendError
 from evotui.tui.bridge import Sampler
 from evotui.tui.keymap import APP_BINDINGS
 from evotui.tui.screens.base import ConfirmScreen
+from evotui.tui.screens.analysis import AnalysisScreen
 from evotui.tui.screens.dashboard import DashboardScreen
 from evotui.tui.screens.islands import IslandsScreen
 from evotui.tui.screens.lineage import LineageScreen
@@ -33,7 +34,8 @@ class EvoApp(App):
     CSS_PATH = "app.tcss"
     TITLE = "evotui"
     BINDINGS = APP_BINDINGS
-    MODES = {"dashboard": DashboardScreen, "review": ReviewScreen, "lineage": LineageScreen, "islands": IslandsScreen}
+    MODES = {"dashboard": DashboardScreen, "review": ReviewScreen, "lineage": LineageScreen, "islands": IslandsScreen,
+             "analysis": AnalysisScreen}
     DEFAULT_MODE = "dashboard"
     HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (120, "-wide")]
     VERTICAL_BREAKPOINTS = [(0, "-short"), (36, "-tall"), (46, "-huge")]

@@ -17,12 +17,13 @@ from engine.history import SnapshotFeed
 from engine.history_db import HistoryReader, open_reader
 from engine.islands_view import IslandsView, island_options
 from engine.pipeline.review import PendingReview
+from engine.run_analysis import RunAnalysis
 from engine.run_state import artifact_from_row
 from engine.snapshot import EngineSnapshot, StoredRun, build_snapshot
 from engine.store.store import Store, StoreError
 from evotui.control import ControlClient, ControlError, snapshot_from_dict, socket_path
-from evotui.tui.backend import (ArtifactView, Backend, BackendError, Frame, IslandsCache, LLMStat, provenance,
-                                rounded)
+from evotui.tui.backend import (ArtifactView, Backend, BackendError, Frame, IslandsCache, LLMStat, analysis_of,
+                                provenance, rounded)
 
 POLL_S = 1.0
 
@@ -181,6 +182,9 @@ class AttachBackend(Backend):
     @property
     def has_islands(self) -> bool:
         return island_options(self._strategy()) is not None
+
+    async def analysis(self) -> RunAnalysis | None:
+        return await analysis_of(self.db_path, self.run_id)
 
     def islands(self) -> IslandsView | None:
         key = (len(self._artifact_rows), len(self._pool_events))

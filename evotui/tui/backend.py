@@ -22,7 +22,10 @@ from engine.islands_view import IslandsView, build_islands_view, island_options
 from evotui.control import ControlError, apply_command
 from engine.pipeline.review import PendingReview, ReviewError
 from engine.pool import Artifact
+from engine.run_analysis import RunAnalysis, analyze_run
 from engine.snapshot import EngineSnapshot
+from engine.store.store import StoreError
+from engine.trace.errors import TraceError
 
 LOG_KINDS = frozenset({
     "run_started", "run_finished", "candidate_accepted", "candidate_rejected", "item_failed",
@@ -167,6 +170,14 @@ def decision_line(event: Event) -> str | None:
     return None
 
 
+async def analysis_of(db_path, run_id: str) -> RunAnalysis:
+    """`evotui analyze`'s figures for a run, read from its database; failures as BackendError."""
+    try:
+        return await analyze_run(db_path, run_id)
+    except (TraceError, StoreError, OSError) as exc:
+        raise BackendError(f"cannot analyse {run_id}: {exc}") from None
+
+
 class IslandsCache:
     """The islands view rebuilt only when the pool changed (the fold is linear in the artifacts)."""
 
@@ -212,6 +223,10 @@ class Backend:
 
     def islands(self) -> IslandsView | None:
         """The island archive now (None for strategies without islands)."""
+        return None
+
+    async def analysis(self) -> RunAnalysis | None:
+        """`evotui analyze`'s figures from the run's database (None: this view has no database)."""
         return None
 
     async def control(self, cmd: str, **args: Any) -> Any:
@@ -336,6 +351,9 @@ class LiveBackend(Backend):
     @property
     def has_islands(self) -> bool:
         return island_options(self.run.ctx.config.strategy.model_dump()) is not None
+
+    async def analysis(self) -> RunAnalysis | None:
+        return await analysis_of(self.run.db_path, self.run.ctx.run_id)
 
     def islands(self) -> IslandsView | None:
         pool = self.run.ctx.pool

@@ -16,6 +16,8 @@ APP_BINDINGS = [
     Binding("3", "show('lineage')", "Lineage", id="screen.lineage", tooltip="Artifact tree"),
     Binding("4", "show_islands", "Islands", id="screen.islands",
             tooltip="Islands: sizes, bests, temperatures, MAP-Elites grids, migrations (island strategies only)"),
+    Binding("5", "show('analysis')", "Analysis", id="screen.analysis", show=False,
+            tooltip="Analysis: best-so-far timeline, recycled lines, edit types (evotui analyze's figures)"),
     Binding("w", "next_stage", "Stage", id="stage.next", tooltip="Select the next stage for worker changes"),
     Binding("plus,equals_sign", "workers(1)", "Wk+", id="workers.more", key_display="+",
             tooltip="One more worker on the selected stage"),
@@ -55,6 +57,8 @@ LINEAGE_BINDINGS = [
     Binding("Y", "copy_text", "Copy text", id="lineage.copy_text", tooltip="Copy the artifact text (OSC 52)"),
     Binding("b", "goto_best", "Best", id="lineage.best", tooltip="Select the best artifact"),
     Binding("m", "diff_mode", "Unified/split", id="lineage.mode", tooltip="Unified or side-by-side diff"),
+    Binding("o", "toggle_notes", "Notes", id="lineage.notes",
+            tooltip="Show or hide the strategy's plan, summary and guidance beside the diff"),
 ]
 
 ISLANDS_BINDINGS = [
@@ -62,6 +66,10 @@ ISLANDS_BINDINGS = [
             tooltip="Show the next island's grid"),
     Binding("left_square_bracket", "island(-1)", "Island", id="islands.previous", key_display="[", show=False,
             tooltip="Show the previous island's grid"),
+]
+
+ANALYSIS_BINDINGS = [
+    Binding("r", "reanalyse", "Re-analyse", id="analysis.refresh", tooltip="Analyse the run's database again"),
 ]
 
 DIFF_NAV_BINDINGS = [
@@ -91,6 +99,7 @@ SCOPES = {
     "review": APP_BINDINGS + REVIEW_BINDINGS + DIFF_NAV_BINDINGS,
     "lineage": APP_BINDINGS + LINEAGE_BINDINGS,
     "islands": APP_BINDINGS + ISLANDS_BINDINGS,
+    "analysis": APP_BINDINGS + ANALYSIS_BINDINGS,
     "diff": APP_BINDINGS + DIFF_BINDINGS + DIFF_NAV_BINDINGS,
     "confirm": CONFIRM_BINDINGS,
 }
@@ -129,6 +138,6 @@ def keymap_clashes(keymap: dict[str, str]) -> list[str]:
 
 
 def binding_ids() -> list[str]:
-    groups = (APP_BINDINGS, DASHBOARD_BINDINGS, REVIEW_BINDINGS, LINEAGE_BINDINGS, ISLANDS_BINDINGS, DIFF_BINDINGS,
-              DIFF_NAV_BINDINGS, CONFIRM_BINDINGS)
+    groups = (APP_BINDINGS, DASHBOARD_BINDINGS, REVIEW_BINDINGS, LINEAGE_BINDINGS, ISLANDS_BINDINGS,
+              ANALYSIS_BINDINGS, DIFF_BINDINGS, DIFF_NAV_BINDINGS, CONFIRM_BINDINGS)
     return [b.id for group in groups for b in group if b.id]

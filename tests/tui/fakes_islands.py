@@ -1,7 +1,10 @@
 """Frozen data for a loongflow run: program artifacts in three islands, folded by the engine's own
-island archive (engine/islands_view.py), with PES plans and summaries in their meta."""
+island archive (engine/islands_view.py), with PES plans and summaries in their meta; and a
+contextevolve run's notes (summary, guidance, exemplars) on a prompt artifact."""
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 from engine.islands_view import IslandsView, build_islands_view
 from engine.pool import Artifact
@@ -45,7 +48,6 @@ class IslandsBackend(FrozenBackend):
         self.arts = frozen_artifacts()
         self._cache = IslandsCache()
         best = max(self.arts, key=lambda a: a.val_mean)
-        from dataclasses import replace
         self.snap = replace(self.snap, best_id=best.artifact_id, best_score=best.val_mean, pool_version=len(self.arts))
 
     @property
@@ -58,3 +60,23 @@ class IslandsBackend(FrozenBackend):
     def artifacts(self) -> list[ArtifactView]:
         return [ArtifactView(a.artifact_id, a.parent_ids[0] if a.parent_ids else None, a.created_version, a.status,
                              a.val_mean, a.text, "", a.meta) for a in self.arts]
+
+
+CONTEXT_NOTES = {
+    "summary": "NEW: joins the items with ' ; ' and writes them in lower case.\n"
+               "PRESERVES: the single-line list format of the seed.",
+    "guidance": "Children that kept the ' ; ' rule scored higher; add one formatting rule at a time.",
+    "guidance_version": "3",
+    "exemplars": "- a000004 (score 0.293): joins with ' ; '\n  change: +1 line (the separator rule)\n"
+                 "- a000011 (score 0.101): asks for brevity",
+}
+
+
+class ContextEvolveBackend(FrozenBackend):
+    """A contextevolve run's artifacts: the best carries a NEW/PRESERVES summary, the guidance and
+    the exemplars its proposer was given."""
+
+    def artifacts(self) -> list[ArtifactView]:
+        arts = super().artifacts()
+        return [replace(a, meta={"selection": {"tournament": 3}, "notes": CONTEXT_NOTES})
+                if a.artifact_id == "a000016" else a for a in arts]

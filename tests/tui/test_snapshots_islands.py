@@ -1,11 +1,12 @@
 """Snapshots of the islands screen (a loongflow run's frozen artifacts, folded by the engine's
-island archive) at 80x24 and 160x48 (plain `def`: snap_compare runs its own loop)."""
+island archive) and of the lineage's notes panel (loongflow plan/summary, contextevolve
+summary/guidance/exemplars) at 80x24 and 160x48 (plain `def`: snap_compare runs its own loop)."""
 
 import pytest
 
 from evotui.tui.app import EvoApp
 from evotui.tui.launch import prepare
-from tests.tui.fakes_islands import IslandsBackend
+from tests.tui.fakes_islands import ContextEvolveBackend, IslandsBackend
 
 SIZES = [(80, 24), (160, 48)]
 
@@ -37,3 +38,24 @@ def test_islands_screen(snap_compare, size):
 @pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
 def test_islands_second_island(snap_compare, size):
     assert snap_compare(islands_app(), terminal_size=size, run_before=opened("right_square_bracket"))
+
+
+def lineage(backend) -> EvoApp:
+    app = EvoApp(backend)
+    app._theme_name = prepare(app, "evotui-dark", [])
+    return app
+
+
+async def _open_lineage(pilot) -> None:
+    await pilot.pause()
+    pilot.app.sampler.tick()
+    await pilot.press("3")
+    await pilot.pause()
+    pilot.app.sampler.tick()
+    await pilot.pause()
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+@pytest.mark.parametrize("backend", [IslandsBackend, ContextEvolveBackend], ids=["loongflow", "contextevolve"])
+def test_lineage_notes_panel(snap_compare, backend, size):
+    assert snap_compare(lineage(backend()), terminal_size=size, run_before=_open_lineage)

@@ -8,16 +8,17 @@ from rich.style import Style
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, Vertical
+from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Footer, Static, Tree
 from textual.widgets.tree import TreeNode
 
+from engine.run_analysis import recycled_lines
 from evotui.tui.backend import ArtifactView, Frame
 from evotui.tui.keymap import DIFF_BINDINGS, LINEAGE_BINDINGS
 from evotui.tui.screens.base import EvoScreen
 from evotui.tui.widgets.diffview import DIFF_NAV_BINDINGS, DiffNavigation, DiffView, changed_note
-from evotui.tui.widgets.evidence import artifact_text, is_program
+from evotui.tui.widgets.evidence import artifact_text, is_program, notes_panel, strategy_notes
 from evotui.tui.widgets.panels import fmt
 
 MARK = {"seed": "◆", "confirmed": "●", "rejected": "✗", "removed": "○", "speculative": "◇"}
@@ -74,7 +75,9 @@ decision. ★ marks the best artifact and ↑ its ancestors; the selection start
 returns to it). Beside the tree: the selected artifact's selection tags (e.g. its island), the
 strategy's notes (plan, summary, guidance) and, for programs, why it is in the population
 (every program that runs is kept; a new best beats all earlier ones), above its diff against
-the parent. **enter** opens the diff full screen (per component, under each changed
+the parent; the strategy's notes in full (loongflow's plan and summary; contextevolve's
+NEW / PRESERVES summary, guidance and exemplars) beside the diff (**o** hides or shows them).
+**enter** opens the diff full screen (per component, under each changed
 component's name, for a prompt of named components), **y** copies the id, **Y** the text
 (OSC 52; under tmux set `set-clipboard on`).
 """
@@ -88,6 +91,10 @@ component's name, for a prompt of named components), **y** copies the id, **Y** 
         self._placed = False
         """The cursor was put on the best once; after that it stays where the user moves it."""
         self._shown: tuple | None = None
+        self.notes_hidden = False
+        self._recycled_cache: dict[str, dict[str, str]] = {}
+        """Recycled lines by artifact (texts never change once committed)."""
+        """The user hid the notes panel (o) for a wider diff."""
 
     def body(self) -> ComposeResult:
         with Horizontal(id="lineage-split"):
@@ -97,7 +104,11 @@ component's name, for a prompt of named components), **y** copies the id, **Y** 
             yield tree
             with Vertical(id="lineage-right"):
                 yield Static("", id="artifact-info")
-                yield DiffView(id="lineage-diff")
+                with Horizontal(id="lineage-detail"):
+                    yield DiffView(id="lineage-diff")
+                    with VerticalScroll(id="lineage-notes-box") as box:
+                        box.border_title = "plan & summary"
+                        yield Static("", id="lineage-notes")
 
     def refresh_body(self, frame: Frame, app) -> None:
         tree = self.query_one(LineageTree)
@@ -150,19 +161,46 @@ component's name, for a prompt of named components), **y** copies the id, **Y** 
 
     def show_selected(self) -> None:
         a = self.selected()
-        shown = (a, self._best_id)
+        shown = (a, self._best_id, self.notes_hidden)
         if shown == self._shown:
             return
         self._shown = shown
         info = self.query_one("#artifact-info", Static)
         diff = self.query_one(DiffView)
+        panel = a is not None and bool(strategy_notes(a.meta)) and not self.notes_hidden
+        self.set_class(panel, "-notes")
         if a is None:
             info.update("")
             diff.set_texts("", "", "select an artifact")
             return
-        info.update(artifact_text(a, self._arts, self._best_id))
+        info.update(artifact_text(a, self._arts, self._best_id, with_notes=not panel,
+                                  recycled=self._recycled(a) if a.text else {}))
+        if panel:
+            self.query_one("#lineage-notes", Static).update(notes_panel(a))
         old = self._parent_text(a)
         diff.set_texts(old, a.text, f"{a.artifact_id} vs {a.parent_id or '(no parent)'}" + changed_note(old, a.text))
+
+    def _recycled(self, a: ArtifactView) -> dict[str, str]:
+        """Lines `a` added that its lineage deleted before (EvoTrace's cycling), for programs."""
+        if not is_program(a):
+            return {}
+        if a.artifact_id in self._recycled_cache:
+            return self._recycled_cache[a.artifact_id]
+
+        def node_data(aid: str) -> ArtifactView | None:
+            node = self._tree_nodes.get(aid)
+            return node.data if node is not None else None
+
+        def text_of(aid: str) -> str | None:
+            data = node_data(aid)
+            return data.text if data is not None and data.text else None
+
+        def parent_of(aid: str) -> str | None:
+            data = node_data(aid)
+            return data.parent_id if data is not None else None
+
+        found = self._recycled_cache[a.artifact_id] = recycled_lines(text_of, parent_of, a.artifact_id)
+        return found
 
     def on_tree_node_selected(self, event: Tree.NodeSelected) -> None:
         event.stop()  # a mouse click: the keyboard's enter is the binding
@@ -178,6 +216,10 @@ component's name, for a prompt of named components), **y** copies the id, **Y** 
     def action_diff_mode(self) -> None:
         self.query_one(DiffView).toggle_mode()
 
+    def action_toggle_notes(self) -> None:
+        self.notes_hidden = not self.notes_hidden
+        self.show_selected()
+
     def action_open_diff(self) -> None:
         a = self.selected()
         if a is None:
@@ -188,7 +230,8 @@ component's name, for a prompt of named components), **y** copies the id, **Y** 
             return
         old = self._parent_text(a)
         caption = f"{a.artifact_id} vs {a.parent_id or '(no parent)'}" + changed_note(old, a.text)
-        self.app.push_screen(DiffScreen(old, a.text, caption, artifact_text(a, self._arts, self._best_id)))
+        info = artifact_text(a, self._arts, self._best_id, recycled=self._recycled(a))
+        self.app.push_screen(DiffScreen(old, a.text, caption, info))
 
     def action_copy_id(self) -> None:
         if (a := self.selected()) is not None:

@@ -92,19 +92,48 @@ def acceptance(a: ArtifactView, arts: Sequence[ArtifactView]) -> str:
             f"{fmt(a.score)} <= best {fmt(before)} before it")
 
 
-def artifact_text(a: ArtifactView, arts: Sequence[ArtifactView], best_id: str | None) -> Content:
-    """An artifact's score, selection tags, strategy notes and (programs) acceptance."""
+NOTE_ORDER = ("plan", "summary", "guidance", "exemplars")
+"""loongflow's PES plan and summary; contextevolve's NEW/PRESERVES summary, guidance and exemplars."""
+
+
+def strategy_notes(meta: Mapping[str, Any]) -> dict[str, str]:
+    """The artifact's strategy notes in reading order, bookkeeping (`*_version`) left out."""
+    notes = meta.get("notes")
+    if not isinstance(notes, Mapping):
+        return {}
+    keys = [k for k in NOTE_ORDER if k in notes] + sorted(str(k) for k in notes if k not in NOTE_ORDER)
+    return {k: str(notes[k]).strip() for k in keys if not k.endswith("_version") and str(notes[k]).strip()}
+
+
+def notes_panel(a: ArtifactView) -> Content:
+    """Every strategy note of an artifact in full, one titled block each, its lines kept
+    (a summary's NEW / PRESERVES lines, one exemplar per line)."""
+    notes = strategy_notes(a.meta)
+    if not notes:
+        return Content.styled(f"{a.artifact_id}: no plan, summary or guidance from the strategy", "$text-muted")
+    blocks = [Content.assemble((name, "bold $text-primary"), "\n", text) for name, text in notes.items()]
+    return Content("\n\n").join(blocks)
+
+
+def artifact_text(a: ArtifactView, arts: Sequence[ArtifactView], best_id: str | None,
+                  with_notes: bool = True, recycled: Mapping[str, str] | None = None) -> Content:
+    """An artifact's score, selection tags, strategy notes (one clipped line each, unless
+    `with_notes` is off because a notes panel shows them in full) and (programs) acceptance."""
     mark = " ★ best" if a.artifact_id == best_id else ""
     lines = [Content.styled(f"{a.artifact_id}{mark}", "bold $text-primary"),
              _field("status", f"{a.status} · score {fmt(a.score)} · v{a.version}" + (f" · {a.note}" if a.note else ""))]
     if is_program(a):
         lines.append(_field("accepted", acceptance(a, arts)))
+    if recycled:
+        lines.append(_field("recycled", Content.styled(
+            f"{len(recycled)} added line{'s' if len(recycled) > 1 else ''} its lineage deleted before: "
+            + " · ".join(f"{kind} `{_clip(line)}`" for line, kind in recycled.items()), "$text-warning")))
     selection = a.meta.get("selection")
     if isinstance(selection, Mapping) and selection:
         lines.append(_field("selection", tags_text(selection)))
     notes = a.meta.get("notes")
-    if isinstance(notes, Mapping) and notes:
+    if with_notes and isinstance(notes, Mapping) and notes:
         lines.extend(notes_lines(notes))
-    else:
+    elif with_notes:
         lines.append(_field("notes", Content.styled("none from the strategy", "$text-muted")))
     return Content("\n").join(lines)
