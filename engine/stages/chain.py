@@ -30,6 +30,8 @@ class ChainMixin:
     record_validation() and the orchestrator's `spawn(parent_id, minibatch, payload, stage)`."""
 
     _validation_slots: asyncio.Semaphore | None = None
+    _prefetched: dict[str, asyncio.Future] | None = None
+    """item id -> the head's run on the step's next minibatch, started beside the proposal."""
 
     def head_text(self, item: WorkItem) -> str:
         """The text an item improves: its chain head, else its pool parent."""
@@ -46,6 +48,32 @@ class ChainMixin:
         item.parent_id = ch.head_base
         item.chain = ChainLink(ch.head_text, ch.seq, list(ch.head_chain))
 
+    def chain_prefetch(self, item: WorkItem) -> None:
+        """At a step's start (propose): draw the next minibatch and run the head on it now. The
+        head and that minibatch are known already, so these runs overlap the proposal and the
+        gate waits only for the candidate's own (a shorter tail: the slowest of 6, not of 9)."""
+        if item.chain is None or item.chain.gated or not self.ctx.config.pipeline.chain_prefetch \
+                or "next_mb" in item.payload:
+            return
+        nxt = item.payload["next_mb"] = self.ctx.sampler.next()
+        if self._prefetched is None:
+            self._prefetched = {}
+        self._prefetched[item.item_id] = asyncio.ensure_future(self.run_examples(self.head_text(item), nxt, "rollout"))
+
+    def _drop_prefetch(self, item_id: str) -> None:
+        task = (self._prefetched or {}).pop(item_id, None)
+        if task is not None and not task.done():
+            task.cancel()
+
+    def ended(self, item: WorkItem) -> None:
+        self._drop_prefetch(item.item_id)  # a step that ends before its gate needs no head runs
+        super().ended(item)  # type: ignore[misc]
+
+    async def aclose(self) -> None:
+        for item_id in list(self._prefetched or {}):
+            self._drop_prefetch(item_id)
+        await super().aclose()  # type: ignore[misc]
+
     def chain_estimate_calls(self) -> int:
         """LLM calls of one chain step: the fused gate (3 minibatches), a proposal, validation."""
         return 3 * self.ctx.config.pipeline.minibatch_size + 1 + len(self.ctx.task.val)
@@ -57,13 +85,15 @@ class ChainMixin:
         if link.gated:  # resumed after its gate (its successor exists): validation is left
             return await self._validate_head(item, item.payload["child"])
         head, child = self.head_text(item), item.payload["child"]
-        nxt = ctx.sampler.next()
+        # The minibatch drawn at the step's start (kept in the payload, so a resume reuses it).
+        nxt = item.payload.get("next_mb") or ctx.sampler.next()
+        early = (self._prefetched or {}).pop(item.item_id, None)
         ctx.bus.publish(ev.EvaluationStart(item_id=item.item_id, split="minibatch",
                                            n_examples=len(item.minibatch) + len(nxt)))
         own, child_next, head_next = await asyncio.gather(
             self.run_examples(child, item.minibatch, "evaluate"),
             self.run_examples(child, nxt, "evaluate"),
-            self.run_examples(head, nxt, "rollout"),
+            early if early is not None else self.run_examples(head, nxt, "rollout"),
         )
         scores = [t["score"] for t in own + child_next]
         child_sum = sum(scores)

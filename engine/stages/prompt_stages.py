@@ -185,6 +185,7 @@ class PromptStages(PinnedParents, AuditMixin, SpeculationMixin, ChainMixin, Stal
             return self.resumed_proposal(item)
         parent = ctx.pool.get(item.parent_id)
         ctx.bus.publish(ev.ProposalStart(item_id=item.item_id, parent_id=parent.artifact_id))
+        self.chain_prefetch(item)
         current = self.head_text(item)
         others = [(a.artifact_id, a.val_mean, a.text) for a in self.inspirations(parent)]
         parts = components.parse_rendering(current, parent.components) if parent.components else None

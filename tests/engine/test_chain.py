@@ -219,3 +219,32 @@ async def test_a_review_shows_a_chain_proposal_against_its_head(harness) -> None
     assert pending.parent_text == head != SEED_PROMPT and pending.child_text.startswith(head + "\n")
     run.review.decide("i000002", "approve")
     assert (await harness.finish(task)).status == "completed"
+
+
+@pytest.mark.parametrize("prefetch", [True, False])
+async def test_the_head_runs_on_the_next_minibatch_beside_the_proposal(harness, prefetch) -> None:
+    """With chain_prefetch the head's runs on the next minibatch start with the proposal (the
+    gate then waits only for the candidate's own); without it they start in the gate. The same
+    runs either way."""
+    import asyncio
+
+    fake = harness.fake
+    fake.override = add_next_keyword
+    held = fake.hold(lambda r: (r.stage, r.item_id) == ("propose", "i000001"))
+    run = await harness.create(pipeline={**CHAIN, "chains": 1, "chain_prefetch": prefetch}, budget={"max_proposals": 2})
+    done = asyncio.ensure_future(harness.run_to_end(run))
+
+    def seed_runs() -> int:
+        return len([r for r in fake.of("rollout", "i000001") if r.system == SEED_PROMPT])
+
+    await until(lambda: bool(held.arrived), timeout=30, what="the held proposal")
+    n = len(TRAIN_KEYWORDS)
+    await until(lambda: seed_runs() == (2 * n if prefetch else n), timeout=30, what="the head's runs")
+    if not prefetch:
+        await asyncio.sleep(0.05)
+        assert seed_runs() == n  # nothing more before the gate
+    held.release()
+    assert (await done).status == "completed"
+    assert seed_runs() == 2 * n  # its own rollout and the head on the next minibatch, in both cases
+    items = {i["item_id"]: i for i in await harness.rows("items", run.ctx.run_id)}
+    assert ("next_mb" in items["i000001"]["payload"]) is prefetch
