@@ -89,13 +89,14 @@ def build_islands_view(strategy: Mapping[str, Any], artifacts: Iterable[Artifact
     archive = IslandArchive(settings, artifacts)
     state = archive.state()
     views, migrations = [], []
-    per_instance = False
+    per_instance = True
     for i in range(len(archive)):
         members = archive.members(i)
         grid = archive.grid(i)
         scores = {a.artifact_id: a.val_mean for a in members}
         versions = {a.artifact_id: a.created_version for a in members}
-        per_instance = per_instance or any(archive.traits(a.artifact_id).coverage is not None for a in members)
+        # The grid's second feature is coverage only when every member has one (as in _build_grid).
+        per_instance = per_instance and all(archive.traits(a.artifact_id).coverage is not None for a in members)
         cells = tuple(IslandCell(x, y, aid, scores.get(aid)) for (x, y), aid in sorted(grid.elites.items()))
         views.append(IslandView(i, members[0].artifact_id if members else None,
                                 members[0].val_mean if members else None, len(members), grid.bins, cells,

@@ -144,6 +144,21 @@ async def test_lineage_names_the_recycled_lines_of_a_program():
             await pilot.pause()
             info = str(screen.query_one("#artifact-info").render())
             assert "1 added line its lineage deleted before" in info and expected in info
+            assert "↺" in str(screen.query_one("#diff-body").render())  # marked in the diff too
         tree.move_cursor(screen._tree_nodes["x"])
         await pilot.pause()
         assert "recycled" not in str(screen.query_one("#artifact-info").render())
+        assert "↺" not in str(screen.query_one("#diff-body").render())
+
+
+def test_recycled_added_lines_are_marked_in_code_diffs():
+    from evotui.tui.widgets.diffrender import render
+
+    old, new = STEPS[2][2], STEPS[3][2]  # b -> c brings `rate = 0.99992` back
+    recycled = frozenset({"rate = 0.99992"})
+    unified = str(render(old, new, code=True, split=False, context=3, recycled=recycled).left)
+    assert "  2 ↺     rate = 0.99992" in unified and "2   -     rate = 0.99988" in unified
+    split = str(render(old, new, code=True, split=True, context=3, recycled=recycled).right)
+    assert "2 ↺     rate = 0.99992" in split
+    plain = str(render(old, new, code=True, split=False, context=3).left)
+    assert "↺" not in plain and "+     rate = 0.99992" in plain

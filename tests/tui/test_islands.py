@@ -111,3 +111,34 @@ async def test_islands_not_offered_without_islands():
         await _tick(pilot)
         assert app.check_action("show_islands", ()) is True
         assert any(c.title.startswith("Islands") for c in app.get_system_commands(app.screen))
+
+
+async def test_live_and_attached_runs_show_the_same_islands(tmp_path):
+    from engine.runner import EngineRun
+    from evotui.tui.attach import AttachBackend
+    from evotui.tui.backend import LiveBackend
+
+    db = tmp_path / "run.db"
+    layer = {"sim": {"time_scale": 400}, "budget": {"max_proposals": 8}, "strategy": {"name": "loongflow"}}
+    run = await EngineRun.create("rules", [("test", layer)], db)
+    live = LiveBackend(run)
+    assert live.has_islands
+    await run.run()
+    view = live.islands()
+    assert view is not None and view is live.islands()  # rebuilt only when the pool changes
+    assert len(view.islands) == 3 and view.folded == len([a for a in run.ctx.pool.artifacts() if a.status != "removed"])
+    attached = AttachBackend(db, run.ctx.run_id)
+    await attached.start()
+    try:
+        assert attached.has_islands and attached.islands() == view
+    finally:
+        await attached.close()
+
+
+def test_per_example_scores_put_coverage_on_the_grid():
+    arts = [Artifact("p0", "seed prompt", (), 1, {"e1": 1.0, "e2": 0.0}, status="seed")]
+    arts += [Artifact(f"p{i}", "seed prompt" + " rule" * i, ("p0",), i + 1, {"e1": 1.0, "e2": float(i % 2)},
+                      meta={"selection": {"island": i % 3}}) for i in range(1, 7)]
+    view = build_islands_view(STRATEGY, arts)
+    assert view is not None and view.feature == "coverage"
+    assert build_islands_view(STRATEGY, frozen_artifacts()).feature == "novelty"

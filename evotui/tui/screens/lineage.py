@@ -173,12 +173,13 @@ component's name, for a prompt of named components), **y** copies the id, **Y** 
             info.update("")
             diff.set_texts("", "", "select an artifact")
             return
-        info.update(artifact_text(a, self._arts, self._best_id, with_notes=not panel,
-                                  recycled=self._recycled(a) if a.text else {}))
+        recycled = self._recycled(a) if a.text else {}
+        info.update(artifact_text(a, self._arts, self._best_id, with_notes=not panel, recycled=recycled))
         if panel:
             self.query_one("#lineage-notes", Static).update(notes_panel(a))
         old = self._parent_text(a)
-        diff.set_texts(old, a.text, f"{a.artifact_id} vs {a.parent_id or '(no parent)'}" + changed_note(old, a.text))
+        diff.set_texts(old, a.text, f"{a.artifact_id} vs {a.parent_id or '(no parent)'}" + changed_note(old, a.text),
+                       frozenset(recycled))
 
     def _recycled(self, a: ArtifactView) -> dict[str, str]:
         """Lines `a` added that its lineage deleted before (EvoTrace's cycling), for programs."""
@@ -230,8 +231,9 @@ component's name, for a prompt of named components), **y** copies the id, **Y** 
             return
         old = self._parent_text(a)
         caption = f"{a.artifact_id} vs {a.parent_id or '(no parent)'}" + changed_note(old, a.text)
-        info = artifact_text(a, self._arts, self._best_id, recycled=self._recycled(a))
-        self.app.push_screen(DiffScreen(old, a.text, caption, info))
+        recycled = self._recycled(a)
+        info = artifact_text(a, self._arts, self._best_id, recycled=recycled)
+        self.app.push_screen(DiffScreen(old, a.text, caption, info, frozenset(recycled)))
 
     def action_copy_id(self) -> None:
         if (a := self.selected()) is not None:
@@ -247,9 +249,10 @@ component's name, for a prompt of named components), **y** copies the id, **Y** 
 class DiffScreen(DiffNavigation, Screen):
     BINDINGS = DIFF_BINDINGS + DIFF_NAV_BINDINGS
 
-    def __init__(self, old: str, new: str, caption: str, info: object = "") -> None:
+    def __init__(self, old: str, new: str, caption: str, info: object = "",
+                 recycled: frozenset[str] = frozenset()) -> None:
         super().__init__()
-        self.texts = (old, new, caption)
+        self.texts = (old, new, caption, recycled)
         self.info = info
 
     def compose(self) -> ComposeResult:

@@ -18,7 +18,7 @@ from textual.highlight import highlight
 
 from engine.components import component_pairs
 
-ADDED, REMOVED, SAME = "$text-success", "$text-error", "$text"
+ADDED, REMOVED, SAME, RECYCLED = "$text-success", "$text-error", "$text", "$text-warning"
 ADDED_BG, REMOVED_BG = "on $success 12%", "on $error 12%"
 GUTTER = "$text-muted"
 _WORDS = re.compile(r"\s+|\w+|[^\w\s]")
@@ -83,10 +83,17 @@ def _word_lines(old: str, new: str) -> list[Content]:
     return Content.assemble(*parts).split("\n", allow_blank=True)
 
 
-def diff_lines(old: str, new: str, code: bool, split: bool) -> list[DiffLine]:
+def diff_lines(old: str, new: str, code: bool, split: bool, recycled: frozenset[str] = frozenset()) -> list[DiffLine]:
     """Every line of both texts, aligned: unified ('- ', '+ ', '~ ' for a prompt's word-level
-    block) or side by side (each side padded with blanks where the other has more lines)."""
+    block) or side by side (each side padded with blanks where the other has more lines). An
+    added line in `recycled` (stripped: one the lineage deleted before) is marked '↺ '."""
     a, b = old.splitlines(), new.splitlines()
+
+    def added(j: int, nums: str) -> Content:
+        if b[j].strip() in recycled:
+            return _row(nums, "↺ ", hb[j], RECYCLED, ADDED_BG)
+        return _row(nums, "+ ", hb[j], ADDED, ADDED_BG)
+
     ha, hb = _highlighted(old, code), _highlighted(new, code)
     w = len(str(max(len(a), len(b), 1)))
     out: list[DiffLine] = []
@@ -100,15 +107,14 @@ def diff_lines(old: str, new: str, code: bool, split: bool) -> list[DiffLine]:
             continue
         if split:
             ls = [_row(_num(i + 1, w), "- ", ha[i], REMOVED, REMOVED_BG) for i in range(i1, i2)]
-            rs = [_row(_num(j + 1, w), "+ ", hb[j], ADDED, ADDED_BG) for j in range(j1, j2)]
+            rs = [added(j, _num(j + 1, w)) for j in range(j1, j2)]
             blank = Content(" " * (w + 1))
             for k in range(max(len(ls), len(rs))):
                 out.append(DiffLine(ls[k] if k < len(ls) else blank, rs[k] if k < len(rs) else blank, "change"))
         elif code:
             out.extend(DiffLine(_row(_num(i + 1, w) + _num(None, w), "- ", ha[i], REMOVED, REMOVED_BG), kind="change")
                        for i in range(i1, i2))
-            out.extend(DiffLine(_row(_num(None, w) + _num(j + 1, w), "+ ", hb[j], ADDED, ADDED_BG), kind="change")
-                       for j in range(j1, j2))
+            out.extend(DiffLine(added(j, _num(None, w) + _num(j + 1, w)), kind="change") for j in range(j1, j2))
         else:
             words = _word_lines("\n".join(a[i1:i2]), "\n".join(b[j1:j2]))
             for k, line in enumerate(words):
@@ -122,7 +128,8 @@ def _heading(name: str) -> DiffLine:
     return DiffLine(head, head, "head")
 
 
-def component_lines(old: str, new: str, code: bool, split: bool) -> list[DiffLine] | None:
+def component_lines(old: str, new: str, code: bool, split: bool,
+                    recycled: frozenset[str] = frozenset()) -> list[DiffLine] | None:
     """Two renderings of named components (engine/components.py): each changed component's
     lines under a `── [name] ──` heading, the unchanged ones named on one line; None if the
     texts are not both renderings."""
@@ -133,7 +140,7 @@ def component_lines(old: str, new: str, code: bool, split: bool) -> list[DiffLin
     out: list[DiffLine] = [] if changed else [DiffLine(Content("(no component changed)"), kind="head")]
     for name, a, b in changed:
         out.append(_heading(name))
-        out.extend(diff_lines(a, b, code, split))
+        out.extend(diff_lines(a, b, code, split, recycled))
     if same:
         note = Content.styled(f"unchanged: {', '.join(f'[{n}]' for n in same)}", "italic $text-muted")
         out.append(DiffLine(note, note if split else Content(""), "head"))
@@ -172,10 +179,11 @@ def fold(lines: list[DiffLine], context: int | None) -> tuple[list[DiffLine], in
     return out, hidden
 
 
-def render(old: str, new: str, code: bool, split: bool, context: int | None) -> Rendered:
-    lines = component_lines(old, new, code, split)
+def render(old: str, new: str, code: bool, split: bool, context: int | None,
+           recycled: frozenset[str] = frozenset()) -> Rendered:
+    lines = component_lines(old, new, code, split, recycled)
     if lines is None:
-        lines = diff_lines(old, new, code, split)
+        lines = diff_lines(old, new, code, split, recycled)
     if not lines:
         lines = [DiffLine(Content("(both empty)"), kind="head")]
     lines, hidden = fold(lines, context)

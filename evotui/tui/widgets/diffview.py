@@ -1,6 +1,6 @@
 """A child against its parent: unified or side by side; line level with syntax highlighting for
 code, word level for prompts. Every change carries a marker that does not rely on colour:
-"+ "/"- "/"~ " line prefixes, and {+added+} / [-removed-] around changed words. Lines are
+"+ "/"- "/"~ " line prefixes ("↺ " for an added line its lineage deleted before), and {+added+} / [-removed-] around changed words. Lines are
 numbered (old, new), unchanged runs fold to CONTEXT lines (f shows the full file), n / N jump
 between changes. Texts of named components (engine/components.py) are diffed per component.
 Lines never wrap: unified scrolls sideways, side by side truncates each column with an ellipsis.
@@ -41,6 +41,8 @@ class DiffView(Widget):
         self.change_index = -1
         """The change last jumped to (-1: none yet)."""
         self.hidden = 0
+        self.recycled: frozenset[str] = frozenset()
+        """Added lines (stripped) the child's lineage deleted before: marked ↺ in code diffs."""
 
     def compose(self) -> ComposeResult:
         yield Static("", id="diff-caption", classes="caption")
@@ -51,9 +53,9 @@ class DiffView(Widget):
                 yield Static("", id="diff-left")
                 yield Static("", id="diff-right")
 
-    def set_texts(self, old: str, new: str, caption: str = "") -> None:
+    def set_texts(self, old: str, new: str, caption: str = "", recycled: frozenset[str] = frozenset()) -> None:
         same = (old, new) == (self.old, self.new)
-        self.old, self.new, self.caption = old, new, caption
+        self.old, self.new, self.caption, self.recycled = old, new, caption, recycled
         if not same:
             self.change_index = -1
         self._render_diff(keep_scroll=same)
@@ -105,7 +107,7 @@ class DiffView(Widget):
             return
         code = looks_like_code(self.new) or looks_like_code(self.old)
         split = self.mode == "split"
-        out = render(self.old, self.new, code, split, CONTEXT if self.folded else None)
+        out = render(self.old, self.new, code, split, CONTEXT if self.folded else None, self.recycled)
         self.changes, self.hidden = out.changes, out.hidden
         self.query_one("#diff-unified").display = not split
         self.query_one("#diff-split").display = split
