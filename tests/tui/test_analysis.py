@@ -162,3 +162,19 @@ def test_recycled_added_lines_are_marked_in_code_diffs():
     assert "2 ↺     rate = 0.99992" in split
     plain = str(render(old, new, code=True, split=False, context=3).left)
     assert "↺" not in plain and "+     rate = 0.99992" in plain
+
+
+async def test_a_live_runs_analysis_reads_its_database(tmp_path: Path):
+    from evotui.tui.backend import LiveBackend
+
+    db = tmp_path / "run.db"
+    run = await EngineRun.create("rules", [("test", {"sim": {"time_scale": 400}, "budget": {"max_proposals": 6}})], db)
+    app = EvoApp(LiveBackend(run), engine=run.run)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await app.engine_worker.wait()
+        screen = await _open(pilot)
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        assert screen.error == "" and screen.analysis is not None
+        assert screen.analysis.run_id == run.ctx.run_id and screen.analysis.proposals >= 1
+        assert f"in {screen.analysis.proposals} proposals" in str(screen.query_one("#analysis-summary").render())
