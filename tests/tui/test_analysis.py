@@ -178,3 +178,17 @@ async def test_a_live_runs_analysis_reads_its_database(tmp_path: Path):
         assert screen.error == "" and screen.analysis is not None
         assert screen.analysis.run_id == run.ctx.run_id and screen.analysis.proposals >= 1
         assert f"in {screen.analysis.proposals} proposals" in str(screen.query_one("#analysis-summary").render())
+
+
+class BrokenBackend(AnalysisBackend):
+    async def analysis(self):
+        raise RuntimeError("database vanished")
+
+
+async def test_an_unexpected_failure_ends_the_analysis_and_says_why():
+    app = _app(BrokenBackend())
+    async with app.run_test(size=(100, 30)) as pilot:
+        screen = await _open(pilot)
+        await pilot.pause()
+        assert not screen.running
+        assert "database vanished" in str(screen.query_one("#analysis-summary").render())

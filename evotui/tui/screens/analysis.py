@@ -14,6 +14,7 @@ from textual.containers import VerticalScroll
 from textual.message import Message
 from textual.timer import Timer
 from textual.widgets import Static
+from textual.worker import Worker, WorkerState
 
 from engine.run_analysis import RunAnalysis
 from evotui.tui.backend import BackendError, Frame
@@ -107,6 +108,12 @@ diff. The judge is never called from here: only answers `evotui analyze` cached 
         for plot in self.query(AnalysisPlot):
             plot.show(self.analysis)
         self.query_one("#analysis-odds", Static).update(edit_table(self.analysis))
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        # An unexpected failure (not a BackendError) still ends the analysis, and says why.
+        if event.worker.group == "analysis" and event.state == WorkerState.ERROR:
+            event.stop()
+            self.post_message(AnalysisReady(None, repr(event.worker.error)))
 
     def action_reanalyse(self) -> None:
         if self.running:
