@@ -191,9 +191,10 @@ class PipelineConfig(_Model):
     """chain: proposal chains running at once. 8 by measurement (evotui bench --peers, 48
     proposals, simulated vllm): 6 chains keep quality but are slower, 12 and more are faster and
     lose quality at equal proposals (fewer steps per chain)."""
-    chain_prefetch: bool = True
-    """chain: run the head on the next minibatch beside the proposal instead of in the gate
-    (same runs, earlier; off only to measure what it saves: bench row chain-8-late)."""
+    chain_prefetch: bool = False
+    """chain: run the head on the next minibatch beside the proposal instead of in the gate (the
+    same runs, earlier). Off by default: measured +11% proposals/min but a lower best at equal
+    proposals on every one of 6 seeds (bench rows chain-8-prefetch vs chain-8), cause not found."""
     chain_validators: int = Field(default=2, gt=0)
     """chain: full validations running at once; a waiting head that a newer head superseded is
     skipped (the newer head carries its edit)."""

@@ -48,7 +48,7 @@ MODES = {
     "chain-16": {"pipeline": {"mode": "chain", "chains": 16}},
     # One background validation at a time: heads superseded meanwhile are never validated (the
     # newer head carries their edits), so fewer sequences share the GPU with the chains' steps.
-    "chain-8-late": {"pipeline": {"mode": "chain", "chains": 8, "chain_prefetch": False}},
+    "chain-8-prefetch": {"pipeline": {"mode": "chain", "chains": 8, "chain_prefetch": True}},
     "chain-8v1": {"pipeline": {"mode": "chain", "chains": 8, "chain_validators": 1}},
     "chain-10v1": {"pipeline": {"mode": "chain", "chains": 10, "chain_validators": 1}},
     "chain-12v1": {"pipeline": {"mode": "chain", "chains": 12, "chain_validators": 1}},

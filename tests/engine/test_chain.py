@@ -224,8 +224,8 @@ async def test_a_review_shows_a_chain_proposal_against_its_head(harness) -> None
 @pytest.mark.parametrize("prefetch", [True, False])
 async def test_the_head_runs_on_the_next_minibatch_beside_the_proposal(harness, prefetch) -> None:
     """With chain_prefetch the head's runs on the next minibatch start with the proposal (the
-    gate then waits only for the candidate's own); without it they start in the gate. The same
-    runs either way."""
+    gate then waits only for the candidate's own); without it (the default) they start in the
+    gate. The same runs either way."""
     import asyncio
 
     fake = harness.fake
