@@ -193,8 +193,8 @@ class PipelineConfig(_Model):
     lose quality at equal proposals (fewer steps per chain)."""
     chain_prefetch: bool = False
     """chain: run the head on the next minibatch beside the proposal instead of in the gate (the
-    same runs, earlier). Off by default: measured +11% proposals/min but a lower best at equal
-    proposals on every one of 6 seeds (bench rows chain-8-prefetch vs chain-8), cause not found."""
+    same runs, earlier). Off by default: measured +5-11% proposals/min but a lower best at equal
+    proposals on 9 of 11 seeds side by side (chain-8-prefetch vs chain-8), cause not found."""
     chain_validators: int = Field(default=2, gt=0)
     """chain: full validations running at once; a waiting head that a newer head superseded is
     skipped (the newer head carries its edit)."""
