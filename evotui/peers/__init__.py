@@ -32,7 +32,8 @@ PEERS: dict[str, Peer] = {
              "gepa.optimize with sampling_strategy=PxNSampling(2, 4): 8 proposals per iteration, "
              "batched reflection and evaluation"),
         Peer("openevolve", "program", "openevolve",
-             "openevolve Config() defaults (parallel_evaluations, islands, diff-based evolution)"),
+             "openevolve Config() defaults (islands, diff-based evolution, max_tokens 4096) with the "
+             "repository's parallel_evaluations = 4"),
     )
 }
 
