@@ -49,3 +49,17 @@ def test_bench_strategies_reports_each_strategy_and_mode():
                                                                  for n in r["evals_to_target"])
     bad = evotui("bench", "circle_packing", "--strategies", "loongflow,nope", "--seeds", "1")
     assert bad.returncode == 2 and "nope" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_best_at_equal_tokens_uses_the_thriftiest_run_of_each_seed():
+    from evotui import bench_strategies as bs
+
+    thrifty = {"seed": 0, "token_trace": [(0, 0.5), (100, 0.6), (300, 0.7)]}
+    costly = {"seed": 0, "token_trace": [(0, 0.5), (250, 0.9), (400, 0.95)]}
+    other_seed = {"seed": 1, "token_trace": [(0, 0.4), (50, 0.8)]}
+    results = {("a", "sync"): [thrifty, other_seed], ("b", "sync"): [costly]}
+    bs.add_equal_token_scores(results)
+    # seed 0 stops at 300 tokens (the thrifty run's total): the costly run's 0.9 at 250 counts, 0.95 does not
+    assert thrifty["best_at_equal_tokens"] == 0.7 and costly["best_at_equal_tokens"] == 0.9
+    assert other_seed["best_at_equal_tokens"] == 0.8  # alone in its seed: its own total
+    assert bs.best_within([(10, 0.3)], 5) is None
