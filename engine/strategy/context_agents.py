@@ -292,7 +292,8 @@ class ContextAgents:
             if not ids:
                 self.stats.fallbacks["sampler"] += 1
                 ids = fallback_exemplars(candidates, self.transitions(buf), s.exemplars)
-        return {"exemplars": exemplars_note(buf, ids)}
+        # The pool version the choice was made from: a stale pick is made again (fresh_notes).
+        return {"exemplars": exemplars_note(buf, ids), "exemplars_version": str(view.pool_version)}
 
     async def summarize(self, view: StageView, env: StrategyEnv) -> Mapping[str, str]:
         if view.child is None:

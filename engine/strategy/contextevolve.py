@@ -64,7 +64,10 @@ def contextevolve(params: SearchParams) -> Strategy:
     agents = ContextAgents(settings)
     stages = (StrategyStage("navigate", "before_propose", agents.navigate, workers=settings.workers, calls=2,
                             guides=("guidance",), version_key="guidance_version", revise=agents.revise_guidance),
-              StrategyStage("sample", "before_propose", agents.sample, workers=settings.workers, guides=("exemplars",)),
+              # Stale exemplar choices are made again against the current pool (no LLM repair:
+              # picking afresh is the repair), under guarded and reflective alike.
+              StrategyStage("sample", "before_propose", agents.sample, workers=settings.workers, guides=("exemplars",),
+                            version_key="exemplars_version"),
               StrategyStage("summarize", "after_evaluate", agents.summarize, workers=settings.workers))
     return Strategy(name="contextevolve", summary=SUMMARY, selector=selector_for(settings.selection, params),
                     context=AgentContext(), acceptance=Population(), merges=False, stages=stages,

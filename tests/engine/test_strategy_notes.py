@@ -222,3 +222,26 @@ def test_failed_candidates_reach_the_sampler_but_are_never_picked() -> None:
     assert agents.stats.unknown_ids == 1
     reply = answer(env.asked[0][1], "sample", random.Random(0))  # the simulator picks candidates only
     assert "i0009" not in reply
+
+
+CONTEXTEVOLVE = build("contextevolve", "program", SearchParams())
+
+
+@pytest.mark.parametrize("policy, max_gap, action", [("full", 0, "kept"), ("guarded", 1, "redone"),
+                                                      ("reflective", 0, "redone")])
+def test_a_stale_exemplar_choice_is_made_again_against_the_current_pool(policy, max_gap, action) -> None:
+    """Exemplar choices carry the pool version they were made from (issue 13 item 6); a stale
+    one is picked afresh (no LLM repair: picking again is the repair), full keeps it."""
+    pool = _pool([(0.5, None), (0.6, 0), (0.4, 1), (0.7, 1)])
+    ctx = _ctx(pool, policy, max_gap, [])
+    item = WorkItem(item_id="i0009", created_version=1, parent_id="a000001", minibatch=[], stage="propose",
+                    created_at=0.0, payload={"notes": {"exemplars": "an old pick", "exemplars_version": "1"}})
+    asyncio.run(fresh_notes(CONTEXTEVOLVE.stages, item, KindEnv(ctx, CONTEXTEVOLVE), None, lambda _i: None))
+    notes = item.payload["notes"]
+    assert ctx.staleness_counts == Counter({f"note_{action}": 1})
+    if action == "kept":
+        assert notes == {"exemplars": "an old pick", "exemplars_version": "1"}
+    else:
+        assert notes["exemplars_version"] == str(pool.version) and notes["exemplars"] != "an old pick"
+        assert "a000003" in notes["exemplars"]  # an artifact the old pick could not know
+    assert ctx.reflection_llm.stages == []  # three candidates for three exemplars: no call needed
