@@ -255,17 +255,6 @@ class AdapterStages(StaleRepairMixin, ExampleKindMixin, KindHandlers):
         child, _, reason = reflection.parse_component_reply(reply, parts, [target])
         return child, reason
 
-    def proposal_outcome(self, item: WorkItem) -> WorkItem | None:
-        ctx = self.ctx
-        if item.payload.get("proposal") != "made":
-            reason = item.payload.get("reason", "proposal failed")
-            ctx.tally.failed += 1
-            ctx.tally.fail_reasons[reason.split(":")[0]] += 1
-            item.end("failed", reason)
-            return None
-        ctx.tally.proposals += 1
-        return item
-
     async def evaluate(self, item: WorkItem) -> WorkItem | None:
         ctx = self.ctx
         parent = ctx.pool.get(item.parent_id)

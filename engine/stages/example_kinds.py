@@ -24,6 +24,18 @@ class ExampleKindMixin:
         val = item.payload.get("val")
         return sum(val.values()) / len(val) if val else None
 
+    def proposal_outcome(self, item: WorkItem) -> WorkItem | None:
+        """A proposal made goes on (counted); one that failed ends the item, its reason tallied."""
+        ctx = self.ctx
+        if item.payload.get("proposal") != "made":
+            reason = item.payload.get("reason", "proposal failed")
+            ctx.tally.failed += 1
+            ctx.tally.fail_reasons[reason.split(":")[0]] += 1
+            item.end("failed", reason)
+            return None
+        ctx.tally.proposals += 1
+        return item
+
     def select(self) -> Selection:
         """A parent chosen by the strategy and the next training minibatch."""
         pick = self.pick_parent()

@@ -238,17 +238,6 @@ class PromptStages(PinnedParents, AuditMixin, SpeculationMixin, ChainMixin, Stal
         (the resume counted its proposal from the rows already)."""
         return item if item.payload.get("proposal") == "made" else self.proposal_outcome(item)
 
-    def proposal_outcome(self, item: WorkItem) -> WorkItem | None:
-        ctx = self.ctx
-        if item.payload.get("proposal") != "made":
-            reason = item.payload.get("reason", "proposal failed")
-            ctx.tally.failed += 1
-            ctx.tally.fail_reasons[reason.split(":")[0]] += 1
-            item.end("failed", reason)
-            return None
-        ctx.tally.proposals += 1
-        return item
-
     async def evaluate(self, item: WorkItem) -> WorkItem | None:
         ctx = self.ctx
         if self.mode.chains and not item.is_merge:
