@@ -19,6 +19,7 @@ import tempfile
 from pathlib import Path
 
 from engine.config import SimConfig
+from engine.pipeline.modes import mode_named
 from engine.runner import EngineRun, SetupError
 from engine.tasks.prompt_task import TaskError
 from evotui import bench_peers
@@ -114,16 +115,18 @@ async def run_one(task: str, mode: str, seed: int, profile: str, proposals: int,
 
 
 def settings(p) -> str:
-    """A mode's resolved scheduler settings, as the bench states them beside its figures."""
+    """A mode's resolved scheduler settings, as the bench states them beside its figures (what
+    applies read from the mode table, engine/pipeline/modes.py)."""
+    mode = mode_named(p.mode)
     parts = [f"mode={p.mode}", f"minibatch={p.minibatch_size}", f"merge={'on' if p.merge else 'off'}"]
-    if p.mode == "async":
+    if mode.streams:
         parts += [f"policy={p.policy}" + (f"(max_gap={p.max_gap})" if p.max_gap is not None else ""),
                   f"max_in_flight={p.max_in_flight}", f"speculation={'on' if p.speculation else 'off'}",
                   f"adaptive={'on' if p.adaptive else 'off'}",
                   "workers=" + "/".join(f"{k}:{v}" for k, v in sorted(p.workers.items()))]
-    elif p.mode == "pxn":
+    elif mode.lockstep:
         parts.append(f"P={p.pxn_parents} x N={p.pxn_mutations}")
-    elif p.mode == "chain":
+    elif mode.chains:
         parts += [f"chains={p.chains}", f"chain_validators={p.chain_validators}"]
     return " ".join(parts)
 
