@@ -94,3 +94,17 @@ def frozen_app() -> EvoApp:
     app = EvoApp(FrozenBackend())
     app._theme_name = prepare(app, "evotui-dark", [])
     return app
+
+
+async def lineage_settled(pilot) -> None:
+    """Wait until the lineage screen's first placement landed: the cursor on the best and the tree
+    scrolled to it. Under load that can take a few frames more than one pause."""
+    screen = pilot.app.screen
+    for _ in range(50):
+        pilot.app.sampler.tick()
+        await pilot.pause()
+        chosen = screen.selected()
+        if chosen is not None and chosen.artifact_id == screen._best_id:
+            break
+    await pilot.wait_for_scheduled_animations()
+    await pilot.pause()

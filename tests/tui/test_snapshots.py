@@ -10,7 +10,7 @@ import pytest
 
 from evotui.tui.launch import prepare
 from evotui.tui.screens import review
-from tests.tui.fakes import FrozenBackend, frozen_app
+from tests.tui.fakes import FrozenBackend, frozen_app, lineage_settled
 from tests.tui.fakes_evidence import ProgramBackend, app_with
 
 SIZES = [(80, 24), (120, 36), (160, 48)]
@@ -45,7 +45,7 @@ def keys(*pressed: str):
         await _settle(pilot)
         for key in pressed:
             await pilot.press(key)
-            await _settle(pilot)
+            await (lineage_settled(pilot) if key == "3" else _settle(pilot))
 
     return go
 
@@ -69,7 +69,7 @@ def test_dashboard_tab(snap_compare, monkeypatch, tab, size):
 def test_lineage_and_split_diff(snap_compare):
     async def go(pilot):
         await pilot.press("3")
-        await _settle(pilot)
+        await lineage_settled(pilot)
         await pilot.press("enter")  # the selection starts on the best
         await pilot.pause()
         await pilot.press("m")

@@ -6,6 +6,7 @@ import pytest
 
 from evotui.tui.app import EvoApp
 from evotui.tui.launch import prepare
+from tests.tui.fakes import lineage_settled
 from tests.tui.fakes_islands import ContextEvolveBackend, IslandsBackend
 
 SIZES = [(80, 24), (160, 48)]
@@ -50,9 +51,7 @@ async def _open_lineage(pilot) -> None:
     await pilot.pause()
     pilot.app.sampler.tick()
     await pilot.press("3")
-    await pilot.pause()
-    pilot.app.sampler.tick()
-    await pilot.pause()
+    await lineage_settled(pilot)
 
 
 @pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")

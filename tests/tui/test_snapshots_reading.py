@@ -5,6 +5,7 @@ import pytest
 
 from evotui.tui.screens import review
 from evotui.tui.screens.lineage import DiffScreen
+from tests.tui.fakes import lineage_settled
 from tests.tui.fakes_evidence import EvidenceBackend, ProgramBackend, app_with
 from tests.tui.test_diff_reading import NEW, OLD
 
@@ -32,8 +33,7 @@ def test_review_with_evidence(snap_compare, monkeypatch, size):
 def test_lineage_panel(snap_compare, backend):
     async def go(pilot):
         await pilot.press("3")
-        await _settle(pilot)
-        await pilot.pause()
+        await lineage_settled(pilot)
 
     assert snap_compare(app_with(backend()), terminal_size=(80, 24), run_before=go)
 

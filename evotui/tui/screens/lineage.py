@@ -144,7 +144,7 @@ component's name, for a prompt of named components), **y** copies the id, **Y** 
             tree.refresh()
         if not self._placed and best_id in self._tree_nodes:
             self._placed = True
-            self.call_after_refresh(self.action_goto_best)
+            self.call_after_refresh(self._place_on_best)
         self.show_selected()
 
     def selected(self) -> ArtifactView | None:
@@ -206,6 +206,17 @@ component's name, for a prompt of named components), **y** copies the id, **Y** 
     def on_tree_node_selected(self, event: Tree.NodeSelected) -> None:
         event.stop()  # a mouse click: the keyboard's enter is the binding
         self.action_open_diff()
+
+    def _place_on_best(self) -> None:
+        """The first placement. Under load the tree may not have laid out its new nodes or sized its
+        scroll range by the first refresh: lay the lines out now, and scroll again a frame later."""
+        node = self._tree_nodes.get(self._best_id or "")
+        tree = self.query_one(LineageTree)
+        if node is None or tree.last_line < 0 or node.line < 0:
+            self._placed = False  # the next snapshot tries again
+            return
+        tree.move_cursor(node)
+        self.call_after_refresh(tree.scroll_to_node, node, animate=False)
 
     def action_goto_best(self) -> None:
         node = self._tree_nodes.get(self._best_id or "")
