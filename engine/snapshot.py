@@ -93,6 +93,10 @@ class EngineSnapshot:
     tolerant_blocks: int = 0
     filters: Mapping[str, int] = field(default_factory=lambda: _EMPTY)
     """Program tasks: children each cheap filter turned away, by kind."""
+    calls_by_stage: Mapping[str, int] = field(default_factory=lambda: _EMPTY)
+    """LLM calls per stage, a strategy's agents (summarize, navigate, sample, plan...) included."""
+    tokens_by_stage: Mapping[str, int] = field(default_factory=lambda: _EMPTY)
+    """Prompt + completion tokens per stage: what each agent costs, per proposal in the LLM panel."""
 
 
 @dataclass(frozen=True)
@@ -140,6 +144,8 @@ def _state_fields(state: RunState) -> dict[str, Any]:
         patch_retries=program.patch_retries,
         tolerant_blocks=program.tolerant_blocks,
         filters=MappingProxyType(dict(program.filter_counts)),
+        calls_by_stage=MappingProxyType(dict(sorted(t.calls_by_stage.items()))),
+        tokens_by_stage=MappingProxyType(dict(sorted(t.tokens_by_stage.items()))),
     )
 
 

@@ -67,7 +67,8 @@ def snapshot_from_dict(data: dict) -> EngineSnapshot:
     d["stages"] = tuple(StageSnapshot(**s) for s in d["stages"])
     d["llm"] = tuple(LLMSnapshot(**s) for s in d["llm"])
     d["gap_histogram"] = MappingProxyType({int(k): v for k, v in d["gap_histogram"].items()})
-    for key in ("staleness", "budget_spent", "budget_limits", "review_gates", "filters"):
+    for key in ("staleness", "budget_spent", "budget_limits", "review_gates", "filters",
+                "calls_by_stage", "tokens_by_stage"):
         if key in d:
             d[key] = MappingProxyType(dict(d[key]))
     return EngineSnapshot(**d)

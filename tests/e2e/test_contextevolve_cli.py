@@ -25,6 +25,10 @@ def test_contextevolve_improves_on_the_seed_and_its_children_carry_the_agents_no
     s = summary_of(proc)
     assert s["strategy"] == "contextevolve" and s["status"] == "completed" and s["proposal_attempts"] == 30
     assert s["best_score"] > s["seed_score"]
+    by_stage = s["llm_by_stage"]  # what each agent costs per proposal (the TUI's LLM tab shows the same)
+    assert {"propose", "summarize", "navigate"} <= set(by_stage)
+    assert sum(v["calls"] for v in by_stage.values()) == s["llm_calls"]
+    assert sum(v["tokens"] for v in by_stage.values()) == s["prompt_tokens"] + s["completion_tokens"]
     notes = _notes(db)
     assert notes and all(n["summary"].startswith("NEW:") and "PRESERVES:" in n["summary"] for n in notes.values())
     guided = [n for n in notes.values() if "guidance" in n]

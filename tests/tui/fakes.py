@@ -34,6 +34,8 @@ def frozen_snapshot() -> EngineSnapshot:
         budget_limits=MappingProxyType({"proposals": 40.0, "llm_calls": None, "tokens": None, "metric_calls": None, "wall_s": None}),
         budget_exhausted=None, max_gap=2, review_pending=2, speculation=False,
         review_gates=MappingProxyType({"evaluate": True, "update": False}),
+        calls_by_stage=MappingProxyType({"reflect": 23, "rollout": 610}),
+        tokens_by_stage=MappingProxyType({"reflect": 71000, "rollout": 747000}),
     )
 
 

@@ -311,3 +311,19 @@ async def test_streaming_data_redraws_a_plot_at_most_every_half_second(monkeypat
         now[0] += plots.MIN_INTERVAL
         plot._timed_redraw()  # what the timer does when the interval is over: the latest data
         assert plot.redraws == drawn + 1 and plot._drawn == (rev + 3, 1.5)
+
+
+async def test_the_llm_tab_shows_what_a_proposal_costs_per_stage() -> None:
+    """Issue 13 item 7: calls and tokens per proposal by stage (a strategy's agents included) on the
+    LLM tab, the total on the overview; nothing from a driver too old to send them."""
+    app = frozen_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        full = str(app.screen.query_one("#llm-full").render())
+        assert "reflect        1.05    3,227" in full and "rollout       27.73   33,955" in full
+        assert "all stages: 28.77 calls · 37,182 tokens" in full and "(22 proposals)" in full
+        small = str(app.screen.query_one("#llm").render())
+        assert "per proposal 28.77 calls · 37,182 tokens" in small and "rollout" not in small.split("per proposal")[-1]
+    from evotui.tui.widgets.panels import per_proposal_lines
+    older = replace(FrozenBackend().snap, calls_by_stage={}, tokens_by_stage={})
+    assert per_proposal_lines(older, by_stage=True) == []

@@ -48,7 +48,8 @@ with **+**/**-**. Space pauses; **2** opens the review queue, **3** the lineage.
         self.panels = (GapsPanel(id="gaps", classes="panel wide-only"),
                        BudgetPanel(id="budget", classes="panel wide-only"),
                        LLMPanel(id="llm", classes="panel wide-only"),
-                       GapsPanel(id="gaps-full", classes="panel"), LLMPanel(id="llm-full", classes="panel"),
+                       GapsPanel(id="gaps-full", classes="panel"),
+                       LLMPanel(id="llm-full", classes="panel", by_stage=True),
                        BudgetPanel(id="budget-full", classes="panel"))
         self.plots = {pane: tuple(HistoryPlot(kind, id=f"plot-{kind}-{pane}", classes="plot") for kind in kinds)
                       for pane, kinds in (("overview", ("scores", "rate", "depth")), ("scores-tab", ("scores", "rate")), ("queues-tab", ("depth", "gaps")),

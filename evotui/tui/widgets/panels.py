@@ -99,7 +99,14 @@ class GapsPanel(Panel):
 
 
 class LLMPanel(Panel):
+    """Endpoints (calls, errors, latency, tokens), then what a proposal costs: the full panel (the
+    LLM tab) by stage, a strategy's agents included; the dashboard's small one in total."""
+
     TITLE = "LLM"
+
+    def __init__(self, *args, by_stage: bool = False, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.by_stage = by_stage
 
     def text(self, frame: Frame, **ctx) -> str:
         lines = ["[b]endpoint  in-fl calls  err/retry  p50/p95 s[/]"]
@@ -108,7 +115,23 @@ class LLMPanel(Panel):
             lines.append(f"{escape(s.endpoint):<10}{s.in_flight:>5}{s.calls:>6}  {err}/{s.retries:<4} "
                          f"{fmt(s.p50_s, '.2f')}/{fmt(s.p95_s, '.2f')}")
             lines.append(f"[$text-muted]  tokens in {s.tokens_in:,} · out {s.tokens_out:,}[/]")
+        lines.extend(per_proposal_lines(frame.snap, self.by_stage))
         return "\n".join(lines)
+
+
+def per_proposal_lines(snap, by_stage: bool) -> list[str]:
+    """LLM calls and tokens per proposal the LLM returned, per stage or in total; nothing before
+    the first proposal or from a driver too old to send the figures."""
+    calls, tokens, made = snap.calls_by_stage, snap.tokens_by_stage, snap.proposals
+    if not calls or not made:
+        return []
+    total = f"{sum(calls.values()) / made:.2f} calls · {sum(tokens.values()) / made:,.0f} tokens"
+    if not by_stage:
+        return [f"per proposal {total}"]
+    rows = [f"[b]per proposal  calls   tokens[/]  ({made} proposals)"]
+    rows += [f"{escape(stage):<12}{n / made:>7.2f}{tokens.get(stage, 0) / made:>9,.0f}" for stage, n in calls.items()]
+    rows.append(f"[$text-muted]all stages: {total}[/]")
+    return rows
 
 
 class BudgetPanel(Panel):
