@@ -195,6 +195,9 @@ class PipelineConfig(_Model):
     """chain: run the head on the next minibatch beside the proposal instead of in the gate (the
     same runs, earlier). Off by default: measured +5-11% proposals/min but a lower best at equal
     proposals on 9 of 11 seeds side by side (chain-8-prefetch vs chain-8), cause not found."""
+    chain_revert: bool = False
+    """chain: when a validated head scores below the pool's best on the validation set, take
+    its edits back out of the shared head (engine/stages/chain.py, _revert_if_worse)."""
     chain_validators: int = Field(default=2, gt=0)
     """chain: full validations running at once; a waiting head that a newer head superseded is
     skipped (the newer head carries its edit)."""

@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 from engine.config import ConfigError
-from evotui import options
+from evotui import bench_modes, options
 
 DEFAULT_DB = Path(os.environ.get("EVOTUI_DB", "evotui.db"))
 
@@ -73,10 +73,8 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--profile", choices=["vllm", "api"], default="vllm")
     bench.add_argument("--seeds", type=int, default=3, help="seeds per mode (default 3)")
     bench.add_argument("--proposals", type=int, default=48, help="proposal budget per run (default 48)")
-    bench.add_argument("--modes", default=None, help="comma-separated, from: sync, pxn, async, async-guarded, "
-                       "async-reflective, async-spec, async-4, async-best, chain-4, chain-6, chain (8 chains), chain-8, chain-12, "
-                       "chain-16, chain-8v1, chain-10v1, chain-12v1, async-max (default: sync, pxn, async, "
-                       "async-guarded, async-reflective, async-best, chain-4, chain)")
+    bench.add_argument("--modes", default=None, help=f"comma-separated, from: {', '.join(bench_modes.MODES)} "
+                       f"(default: {bench_modes.DEFAULT_MODES.replace(',', ', ')})")
     bench.add_argument("--time-scale", type=float, default=None, help="simulated seconds per wall second")
     bench.add_argument("--json", action="store_true", help="print one JSON object per mode instead of a table")
     bench.add_argument("--out", type=Path, metavar="FILE", help="also write the per-mode results as JSON to FILE")

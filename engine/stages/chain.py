@@ -161,7 +161,26 @@ class ChainMixin:
 
     def chain_committed(self, item: WorkItem, artifact_id: str) -> None:
         """A validated head entered the pool: if it is still the shared head, chains now build
-        on a pool artifact (lineage and version gaps refer to it)."""
+        on a pool artifact (lineage and version gaps refer to it). With `chain_revert`, a head
+        that validates below the pool's best is taken back out of the shared head."""
         ch = self.ctx.chain
+        ancestor = item.item_id in ch.head_chain
         if ch.head_chain and ch.head_chain[0] == item.item_id:
             ch.head_base, ch.head_chain = artifact_id, []
+        if self.ctx.config.pipeline.chain_revert and (ancestor or ch.head_base == artifact_id):
+            self._revert_if_worse(artifact_id)
+
+    def _revert_if_worse(self, artifact_id: str) -> None:
+        """The gates are minibatch-sized, so a head can pass one and still be worse on the whole
+        validation set; the chains would then go on building on it (GEPA's Pareto selection
+        would not pick it again). Undo what it added over the pool's best in the current head
+        (a three-way merge keeps the newer heads' edits), else restart from the best. The newer
+        heads' validations are then skipped: the new head is no longer their descendant."""
+        ctx, ch = self.ctx, self.ctx.chain
+        art, best = ctx.pool.get(artifact_id), ctx.pool.best()
+        if best is None or best.artifact_id == artifact_id or art.val_mean >= best.val_mean:
+            return
+        reverted = merge.three_way(art.text, ch.head_text, best.text) if ch.head_text != art.text else None
+        ch.head_text, ch.seq = reverted or best.text, ch.seq + 1
+        ch.head_base, ch.head_chain = best.artifact_id, []
+        ctx.staleness_counts["chain_revert"] += 1

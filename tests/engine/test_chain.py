@@ -248,3 +248,48 @@ async def test_the_head_runs_on_the_next_minibatch_beside_the_proposal(harness, 
     assert seed_runs() == 2 * n  # its own rollout and the head on the next minibatch, in both cases
     items = {i["item_id"]: i for i in await harness.rows("items", run.ctx.run_id)}
     assert ("next_mb" in items["i000001"]["payload"]) is prefetch
+
+
+_DROPS_ALPHA = {"i000001": lambda cur: fenced(cur, "KEYWORD-alpha"),
+                "i000002": lambda cur: fenced(SEED_PROMPT, "KEYWORD-beta", "KEYWORD-delta"),
+                "i000003": lambda cur: fenced("KEYWORD-gamma", cur)}
+
+
+def item_2_drops_alpha(req):
+    """Item 1 adds alpha; item 2 swaps it for beta and delta (passes its gate, worse on validation);
+    item 3 adds gamma in front of what it was given."""
+    return _DROPS_ALPHA[req.item_id](req.current()) if req.stage == "propose" else None
+
+
+async def test_a_head_that_validates_below_the_best_is_taken_out_of_the_shared_head(harness) -> None:
+    """chain_revert: item 2 passes its gate (two training keywords for one) but drops alpha, which
+    the validation set needs, so it validates below the best (item 1). Its edit is taken back out
+    of the shared head; item 3's candidate, made from item 2's head, is rebased onto the best."""
+    fake = harness.fake
+    fake.override = item_2_drops_alpha
+    run = await harness.create(pipeline={**CHAIN, "chains": 1, "chain_revert": True}, budget={"max_proposals": 3})
+    hold = fake.hold(lambda r: (r.stage, r.item_id) == ("propose", "i000003"))
+    task = harness.start(run)
+    await until(lambda: "a000002" in run.ctx.pool and bool(hold.arrived), what="item 2 validated")
+    pool, ch = run.ctx.pool, run.ctx.chain
+    assert pool.get("a000002").val_mean < pool.get("a000001").val_mean
+    assert ch.head_text == pool.get("a000001").text and ch.head_base == "a000001"  # reverted to the best
+    assert run.ctx.staleness_counts["chain_revert"] == 1
+    hold.release()
+    assert (await harness.finish(task)).status == "completed"
+    (prop3,) = fake.of("propose", "i000003")
+    assert "KEYWORD-beta" in prop3.current()  # it was made from item 2's head ...
+    a3 = pool.get("a000003")
+    assert a3.meta["rebased"]["mechanical"] is True  # ... and rebased onto the best
+    assert "KEYWORD-gamma" in a3.text and "KEYWORD-alpha" in a3.text and "KEYWORD-beta" not in a3.text
+    assert pool.best().artifact_id == "a000003"
+
+
+async def test_without_chain_revert_the_chain_builds_on_a_worse_head(harness) -> None:
+    fake = harness.fake
+    fake.override = item_2_drops_alpha
+    run = await harness.create(pipeline={**CHAIN, "chains": 1}, budget={"max_proposals": 3})
+    assert (await harness.run_to_end(run)).status == "completed"
+    a3 = run.ctx.pool.get("a000003")
+    assert "KEYWORD-beta" in a3.text and "KEYWORD-alpha" not in a3.text
+    assert run.ctx.staleness_counts["chain_revert"] == 0

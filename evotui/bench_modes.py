@@ -1,0 +1,40 @@
+"""The bench's named modes: pipeline settings side by side (`evotui bench --modes`). Kept apart
+from evotui/bench.py so the CLI can list them in its help without importing the engine."""
+
+# Reflective and guarded share the threshold, so their wasted tokens compare like for like.
+_REFLECTIVE = {"mode": "async", "policy": "reflective", "max_gap": 2}
+MODES = {
+    "sync": {"pipeline": {"mode": "sync"}},
+    "pxn": {"pipeline": {"mode": "pxn"}},
+    "async": {"pipeline": {"mode": "async", "policy": "full"}},
+    "async-guarded": {"pipeline": {"mode": "async", "policy": "guarded", "max_gap": 2}},
+    "async-reflective": {"pipeline": dict(_REFLECTIVE)},
+    "async-spec": {"pipeline": {**_REFLECTIVE, "speculation": True}},
+    # The quality end of the throughput/quality frontier: fewer items in flight, fresher parents.
+    "async-4": {"pipeline": {**_REFLECTIVE, "speculation": True, "max_in_flight": 4}},
+    "async-best": {"pipeline": {**_REFLECTIVE, "speculation": True, "adaptive": True, "max_in_flight": 16,
+                                "workers": {"rollout": 16, "propose": 16, "evaluate": 16, "reflect": 8}}},
+    # Proposal chains (engine/stages/chain.py): async steps handed on at the gate, shared head.
+    "chain": {"pipeline": {"mode": "chain"}},  # the default chain count (8)
+    "chain-6": {"pipeline": {"mode": "chain", "chains": 6}},
+    "chain-4": {"pipeline": {"mode": "chain", "chains": 4}},
+    "chain-8": {"pipeline": {"mode": "chain", "chains": 8}},
+    "chain-12": {"pipeline": {"mode": "chain", "chains": 12}},
+    "chain-16": {"pipeline": {"mode": "chain", "chains": 16}},
+    # The head's runs on the next minibatch start beside the proposal (engine/config.py).
+    "chain-8-prefetch": {"pipeline": {"mode": "chain", "chains": 8, "chain_prefetch": True}},
+    # A head that validates below the pool's best is taken back out of the shared head.
+    "chain-8r": {"pipeline": {"mode": "chain", "chains": 8, "chain_revert": True}},
+    "chain-10r": {"pipeline": {"mode": "chain", "chains": 10, "chain_revert": True}},
+    "chain-12r": {"pipeline": {"mode": "chain", "chains": 12, "chain_revert": True}},
+    # One background validation at a time: heads superseded meanwhile are never validated (the
+    # newer head carries their edits), so fewer sequences share the GPU with the chains' steps.
+    "chain-8v1": {"pipeline": {"mode": "chain", "chains": 8, "chain_validators": 1}},
+    "chain-10v1": {"pipeline": {"mode": "chain", "chains": 10, "chain_validators": 1}},
+    "chain-12v1": {"pipeline": {"mode": "chain", "chains": 12, "chain_validators": 1}},
+    # Saturation, not quality: enough items in flight, and client requests up to the backend's
+    # capacity, to keep the backend full (use with a larger --proposals).
+    "async-max": {"pipeline": {"mode": "async", "max_in_flight": 192, "queue_capacity": 384, "merge": False,
+                               "workers": {"rollout": 192, "propose": 192, "evaluate": 192}}},
+}
+DEFAULT_MODES = "sync,pxn,async,async-guarded,async-reflective,async-best,chain-4,chain"
