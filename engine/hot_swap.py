@@ -5,7 +5,8 @@ socket's `edit_component` command awaits it):
 
 1. checks: the active artifact (Pool.best, restores followed) has named components, the
    component exists, is evolvable (a frozen one, `evolvable = false`, is refused), the text is
-   a non-empty string that differs and holds no component heading line;
+   a non-empty string that differs and holds no component heading line, keeps the component's
+   frozen regions verbatim and stays valid for its type (engine/components.py: refusal);
 2. validates the edited artifact on the whole validation set with the kind's own rollouts (the
    metric calls are charged to the run's budget, as a merge's are), so it enters the pool scored
    like any commit;
@@ -76,6 +77,9 @@ def check_edit(base: Artifact | None, component: object, text: object) -> compon
         raise HotSwapError(f"the new text of {component!r} holds a component heading line (## [name])")
     if text.strip() == part.text.strip():
         raise HotSwapError(f"the new text of {component!r} is the text it has: nothing to change")
+    refused = components.refusal(part, text.strip())
+    if refused is not None:  # the rules a proposal's update obeys (a frozen region, the type's syntax)
+        raise HotSwapError(f"the new text of component {refused[1]}; nothing was changed")
     return components.replace(base.components, {component: text})
 
 

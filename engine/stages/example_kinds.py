@@ -1,6 +1,8 @@
 """What the two kinds that score candidates example by example share (prompt tasks and GEPA
 adapters): per-example instances, the validation mean as a child's score, a parent with the
-next training minibatch, and GEPA's round robin over a candidate's components."""
+next training minibatch, GEPA's round robin over a candidate's components, and the rules of a
+component update (its type and frozen regions: stated in the proposer's prompt, enforced on the
+reply)."""
 
 from __future__ import annotations
 
@@ -35,6 +37,49 @@ class ExampleKindMixin:
             return None
         ctx.tally.proposals += 1
         return item
+
+    def with_component_rules(self, messages: list[dict], parts: components.Components,
+                             targets: list[str]) -> list[dict]:
+        """The proposal request with the targets' `## Component rules` (type, frozen regions)
+        appended to its last user message; unchanged when every target is plain text."""
+        section = components.rules_section(parts, targets)
+        if section is None:
+            return messages
+        last = max(i for i, m in enumerate(messages) if m.get("role") == "user")
+        out = [dict(m) for m in messages]
+        out[last]["content"] = f"{out[last]['content']}\n\n{section}"
+        return out
+
+    def enforce_component_rules(self, parts: components.Components, child: str, changed: list[str],
+                                item: WorkItem) -> tuple[str | None, list[str], str]:
+        """(child rendering, changed names, "") with every refused component update (a frozen
+        region dropped or altered, the type's syntax broken) put back to the parent's text, or
+        (None, [], why) when no change is left. Each refusal is counted in the tally's
+        fail_reasons as "component refused: <why>" and listed in item.payload["refused_components"]
+        (the child's meta keeps it)."""
+        proposed = components.parse_rendering(child, parts)
+        if proposed is None:  # the reply parser renders from `parts`: cannot happen, kept safe
+            return child, changed, ""
+        kept, refused = components.enforce(parts, proposed)
+        if not refused:
+            return child, changed, ""
+        for key, _ in refused.values():
+            self.ctx.tally.fail_reasons[f"component refused: {key}"] += 1
+        item.payload["refused_components"] = {name: message for name, (_, message) in refused.items()}
+        left = components.changed(parts, kept)
+        if not left:
+            return None, [], "component update refused: " + "; ".join(m for _, m in refused.values())
+        return components.render(kept), left, ""
+
+    def figures(self) -> dict:
+        """Refused component updates by reason (frozen region, invalid tool_code, ...), when the
+        task has named components."""
+        if getattr(self.ctx.task, "seed_components", None) is None:
+            return super().figures()
+        prefix = "component refused: "
+        return {**super().figures(),
+                "component_refusals": {k[len(prefix):]: n for k, n in sorted(self.ctx.tally.fail_reasons.items())
+                                       if k.startswith(prefix)}}
 
     def select(self) -> Selection:
         """A parent chosen by the strategy and the next training minibatch."""

@@ -193,6 +193,7 @@ class PromptStages(PinnedParents, AuditMixin, SpeculationMixin, ChainMixin, Stal
             targets = self.pick_components(parent, parts, item)
             messages = reflection.build_component_messages(ctx.task.description, parts, targets,
                                                            item.payload["traces"], others)
+            messages = self.with_component_rules(messages, parts, targets)
         else:
             messages = reflection.build_messages(ctx.task.description, current, item.payload["traces"], others)
         messages = await self.with_guidance(messages, item)
@@ -204,6 +205,8 @@ class PromptStages(PinnedParents, AuditMixin, SpeculationMixin, ChainMixin, Stal
                 reason = "truncated (finish_reason=length)"
             elif parts is not None:
                 child, changed, reason = reflection.parse_component_reply(res.text, parts, targets)
+                if child is not None:
+                    child, changed, reason = self.enforce_component_rules(parts, child, changed, item)
                 if child is not None:
                     item.payload["changed_components"] = changed
             else:
@@ -350,8 +353,9 @@ class PromptStages(PinnedParents, AuditMixin, SpeculationMixin, ChainMixin, Stal
         if parts is None:
             return None, {"components_lost": "the text no longer has its parent's component headings"}
         meta: dict = {"changed_components": components.changed(parent.components, parts)}
-        if "next_component" in item.payload:
-            meta["next_component"] = item.payload["next_component"]
+        for key in ("next_component", "refused_components"):
+            if key in item.payload:
+                meta[key] = item.payload[key]
         return parts, meta
 
     def _accepted(self, item: WorkItem, artifact_id: str) -> None:

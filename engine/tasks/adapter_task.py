@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
-from engine.components import Component, Components, render
+from engine.components import DEFAULT_TYPE, Component, Components, render, with_rules
 
 TASK_PATH = "python:evotui.optimize (an adapter object in a Python process, not on disk: not resumable from the CLI)"
 """What the runs table stores as the task path: not a folder, so `evotui resume` refuses it."""
@@ -56,9 +56,19 @@ class AdapterTask:
         return split[int(example_id[1:])]
 
 
-def seed_components(candidate: dict[str, str]) -> Components:
-    """One evolvable component per key, in the dict's order."""
-    return tuple(Component(name, text) for name, text in candidate.items())
+def seed_components(candidate: dict[str, str], types: dict[str, str] | None = None,
+                    frozen: dict[str, list[str]] | None = None) -> Components:
+    """One evolvable component per key, in the dict's order, with its type (default "text") and
+    frozen regions (engine/components.py); ValueError for an unknown type or component name, a
+    region not in its text or a seed text its type does not allow."""
+    types, frozen = types or {}, frozen or {}
+    for label, given in (("component_types", types), ("frozen_regions", frozen)):
+        unknown = [n for n in given if n not in candidate]
+        if unknown:
+            raise ValueError(f"{label} names {', '.join(map(repr, unknown))}, not in seed_candidate (its components: "
+                             f"{', '.join(candidate)})")
+    return tuple(with_rules(Component(name, text), types.get(name, DEFAULT_TYPE), frozen.get(name, ()))
+                 for name, text in candidate.items())
 
 
 def as_candidate(parts: Sequence[Component]) -> dict[str, str]:

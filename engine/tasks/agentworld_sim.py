@@ -20,7 +20,8 @@ Reflector: edits the component(s) the request asks for. For a failing check that
 it writes the fix with P_FIX (the code fix rounds to one place instead of two with
 P_WRONG_PLACES), else generic advice. For a check another component owns it writes that check's
 fix into the wrong component with P_MISPLACED (the agent does not read it there: a wasted
-proposal, which is what blame-based selection avoids), else generic advice.
+proposal, which is what blame-based selection avoids), else generic advice. A rewritten
+component keeps each frozen region its request quotes with P_KEEP_FROZEN (engine/llm/sim/frozen.py).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from collections import Counter
 
 from engine import components
 from engine.llm.sim.feedback import feedback_texts, has_feedback
+from engine.llm.sim.frozen import frozen_regions, keep_frozen
 from engine.llm.sim.plugins import SimRequest
 from engine.tasks.agentworld import ASPECT_OWNER, Rounding, aspects_in_feedback, compute, parse_order, rounding_of
 
@@ -144,20 +146,31 @@ def edit_component(name: str, text: str, failing: Counter[str], rng: random.Rand
     return _vague(text, code, rng), "gave generic advice"
 
 
+def _edit(name: str, text: str, failing: Counter[str], frozen: dict[str, list[str]],
+          rng: random.Random) -> tuple[str, str]:
+    """edit_component, then the request's frozen regions of `name` kept (mostly) as they were."""
+    new, note = edit_component(name, text, failing, rng)
+    if new == text or not frozen.get(name):
+        return new, note
+    new, dropped = keep_frozen(new, frozen[name], rng)
+    return new, note + (f" (and dropped {dropped} frozen region(s))" if dropped else "")
+
+
 def reflect(user: str, rng: random.Random) -> str | None:
     first = _FENCE.search(user)
     if first is None:
         return None
     failing = _failing(user, first.end())
+    frozen = frozen_regions(user)
     single = _SINGLE.search(user)
     if single is not None:
-        new, note = edit_component(single.group(1), first.group(1).strip("\n"), failing, rng)
+        new, note = _edit(single.group(1), first.group(1).strip("\n"), failing, frozen, rng)
         return f"Reasoning: I {note}.\n```\n{new}\n```"
     if "## Current instructions: the components to improve" in user:
         section = user.split("## Current instructions: the components to improve", 1)[1].split("## Examples", 1)[0]
         out, notes = [], []
         for m in _MULTI.finditer(section):
-            new, note = edit_component(m.group(1), m.group(2).strip("\n"), failing, rng)
+            new, note = _edit(m.group(1), m.group(2).strip("\n"), failing, frozen, rng)
             out.append(f"### [{m.group(1)}]\n```\n{new}\n```")
             notes.append(f"{m.group(1)}: {note}")
         return f"Reasoning: {'; '.join(notes)}.\n" + "\n".join(out) if out else None

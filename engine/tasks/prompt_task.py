@@ -4,7 +4,8 @@ The metric is the task author's code (trusted like a config file), loaded from t
 it receives LLM output as plain data. task.toml:
 
     name, kind = "prompt", description, seed_prompt, train, val
-    [[component]] name, text | file, evolvable   # instead of seed_prompt: a multi-component seed
+    [[component]] name, text | file, evolvable, type, frozen   # instead of seed_prompt: a
+                                   # multi-component seed (engine/components.py: types, frozen regions)
     [metric] file, function       # function(example: dict, output: str) -> {"score", "feedback"}
     [input] template               # optional, str.format over the example (default "{input}")
     [defaults]                     # optional RunConfig overrides
@@ -21,6 +22,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
+from engine import components as comp
 from engine.components import NAME, Component, Components, render
 from engine.config import ConfigError, read_toml
 from engine.resources import data_dir
@@ -30,7 +32,7 @@ KNOWN_KEYS = {"name", "kind", "description", "seed_prompt", "train", "val", "met
               "component", "heldout"}
 HELDOUT = "heldout.jsonl"
 """The held-out split a task uses when its task.toml names none (heldout = "...")."""
-COMPONENT_KEYS = {"name", "text", "file", "evolvable"}
+COMPONENT_KEYS = {"name", "text", "file", "evolvable", "type", "frozen"}
 
 
 class TaskError(Exception):
@@ -196,6 +198,14 @@ def _load_metric(folder: Path, spec: dict) -> Callable[[dict, str], Any]:
     return fn
 
 
+def _typed(where: str, part: Component, table: dict) -> Component:
+    """`part` with its `type` and `frozen` regions, checked against its seed text."""
+    try:
+        return comp.with_rules(part, table.get("type", comp.DEFAULT_TYPE), table.get("frozen", []))
+    except ValueError as exc:
+        raise TaskError(f"{where} {exc}") from None
+
+
 def _components(folder: Path, toml_path: Path, spec: dict) -> Components | None:
     """The seed's [[component]] tables, validated; None when the task uses seed_prompt."""
     raw = spec.get("component")
@@ -233,7 +243,7 @@ def _components(folder: Path, toml_path: Path, spec: dict) -> Components | None:
         flag = table.get("evolvable", True)
         if not isinstance(flag, bool):
             raise TaskError(f"{where} {name!r}: evolvable must be true or false, got {flag!r}")
-        out.append(Component(name, text.strip(), flag))
+        out.append(_typed(where, Component(name, text.strip(), flag), table))
     if not any(c.evolvable for c in out):
         raise TaskError(f"{where}: no component is evolvable; set evolvable = true on at least one")
     return tuple(out)
