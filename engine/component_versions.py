@@ -106,3 +106,113 @@ def describe(history: Sequence[ComponentVersion], active: str | None) -> list[st
     """One line per version: the version, its artifact, its parent version, the active marker."""
     return [f"{'*' if v.version == active else ' '} {v.spec:<28} {v.artifact_id}  from {v.parent_version or '-':<8} "
             f"pool v{v.pool_version}{'' if v.evolvable else '  (frozen)'}" for v in history]
+
+
+# -- read-side views (the TUI's components screen) ----------------------------------------------
+@dataclass(frozen=True)
+class ComponentEntry:
+    """One component of a run: its kind, whether it may evolve, its versions newest first and the
+    version the active artifact carries."""
+    name: str
+    type: str | None
+    evolvable: bool
+    frozen_regions: int
+    versions: tuple[ComponentVersion, ...]
+    active: str | None
+
+
+@dataclass(frozen=True)
+class ComponentsView:
+    """Every named component of a run with its versions, and the active artifact (Pool.best,
+    restores followed)."""
+    active_id: str | None
+    components: tuple[ComponentEntry, ...]
+    index: VersionIndex
+
+    def entry(self, name: str) -> ComponentEntry | None:
+        return next((c for c in self.components if c.name == name), None)
+
+    def find(self, name: str, version: str) -> ComponentVersion | None:
+        return self.index.find(name, version)
+
+    def parent(self, cv: ComponentVersion) -> ComponentVersion | None:
+        return self.index.find(cv.component, cv.parent_version) if cv.parent_version else None
+
+    def active(self, name: str) -> ComponentVersion | None:
+        return self.index.of_artifact(self.active_id).get(name) if self.active_id else None
+
+
+def _regions(component: object) -> int:
+    regions = getattr(component, "frozen_regions", None)
+    return len(regions) if isinstance(regions, (list, tuple)) else 0
+
+
+def components_view(artifacts: Iterable[Artifact], active_id: str | None) -> ComponentsView | None:
+    """The components of a run's artifacts; None when none has named components (a one-string
+    run has nothing to show by name). Kind and frozen regions come from the active artifact's
+    Component (else the newest committed one naming it), read with getattr: older Components
+    carry neither."""
+    arts = committed_order(artifacts)
+    if not any(a.components is not None for a in arts):
+        return None
+    index = VersionIndex(arts)
+    by_id = {a.artifact_id: a for a in arts}
+    sources = [by_id[active_id]] if active_id in by_id else []
+    sources += [a for a in reversed(arts) if a.components is not None]
+    active = index.of_artifact(active_id) if active_id else {}
+    entries = []
+    for name, history in index.history.items():
+        part = next((c for a in sources for c in a.components or () if c.name == name), None)
+        entries.append(ComponentEntry(
+            name=name, type=getattr(part, "type", None), evolvable=history[-1].evolvable,
+            frozen_regions=_regions(part), versions=tuple(reversed(history)),
+            active=active[name].version if name in active else None))
+    return ComponentsView(active_id, tuple(entries), index)
+
+
+@dataclass(frozen=True)
+class VersionAudit:
+    """The audit rows behind one component version: the transitions of the proposal (or the
+    hot-swap) that made it, and the proposals on the same component started from an artifact
+    carrying it that did not commit (rejected, failed, discarded), each as its rows in order."""
+    made: tuple[dict, ...]
+    attempts: tuple[tuple[dict, ...], ...]
+
+
+def version_audit(rows: Sequence[dict], view: ComponentsView, cv: ComponentVersion) -> VersionAudit:
+    """Select from a run's audit rows (store.fetch_rows("audit", ...)) those about `cv`."""
+    by_item: dict[str, list[dict]] = {}
+    for r in rows:
+        by_item.setdefault(str(r["item_id"]), []).append(r)
+    made: list[dict] = []
+    attempts: list[tuple[dict, ...]] = []
+    for item_rows in by_item.values():
+        details = [r.get("detail") or {} for r in item_rows]
+        if any(r["transition"] == "hot_swap" and r["item_id"] == cv.artifact_id and r["component"] == cv.component
+               for r in item_rows):
+            made.extend(item_rows)
+            continue
+        commit = item_rows[-1]
+        if any(r["transition"] == "commit" and d.get("artifact_id") == cv.artifact_id
+               and cv.component in (d.get("versions") or {}) for r, d in zip(item_rows, details)):
+            made.extend(item_rows)
+            continue
+        parent = next((d.get("parent_id") for r, d in zip(item_rows, details) if r["transition"] == "reflect"), None)
+        if (parent and commit["decision"] != "accepted" and item_rows[0]["component"] == cv.component
+                and view.index.of_artifact(str(parent)).get(cv.component) == cv):
+            attempts.append(tuple(item_rows))
+    return VersionAudit(tuple(made), tuple(attempts))
+
+
+def active_artifact(artifacts: Sequence[Artifact], changes: Sequence) -> str | None:
+    """The active artifact of stored rows (Pool.best with restores followed), as `evotui
+    components` decides it; None when the rows do not rebuild a pool."""
+    from engine.pool import Pool, PoolError
+
+    pool = Pool()
+    try:
+        pool.restore(list(artifacts), list(changes))
+    except PoolError:
+        return None
+    best = pool.best()
+    return best.artifact_id if best else None

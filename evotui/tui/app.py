@@ -21,6 +21,7 @@ from evotui.tui.bridge import Sampler
 from evotui.tui.keymap import APP_BINDINGS
 from evotui.tui.screens.base import ConfirmScreen
 from evotui.tui.screens.analysis import AnalysisScreen
+from evotui.tui.screens.components import ComponentsScreen
 from evotui.tui.screens.dashboard import DashboardScreen
 from evotui.tui.screens.islands import IslandsScreen
 from evotui.tui.screens.lineage import LineageScreen
@@ -35,7 +36,7 @@ class EvoApp(App):
     TITLE = "evotui"
     BINDINGS = APP_BINDINGS
     MODES = {"dashboard": DashboardScreen, "review": ReviewScreen, "lineage": LineageScreen, "islands": IslandsScreen,
-             "analysis": AnalysisScreen}
+             "analysis": AnalysisScreen, "components": ComponentsScreen}
     DEFAULT_MODE = "dashboard"
     HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (120, "-wide")]
     VERTICAL_BREAKPOINTS = [(0, "-short"), (36, "-tall"), (46, "-huge")]
@@ -124,9 +125,12 @@ class EvoApp(App):
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """A read-only view does not offer the controls at all (False: hidden from the footer
         and the palette); a finished run shows them disabled (None). The islands screen is offered
-        only for a run whose strategy keeps islands."""
+        only for a run whose strategy keeps islands, the components screen only for a run of named
+        components."""
         if action == "show_islands":
             return self.backend.has_islands
+        if action == "show_components":
+            return self.backend.has_components
         if action in CONTROL_ACTIONS:
             if not self.can_control:
                 return False
@@ -178,6 +182,10 @@ class EvoApp(App):
     def action_show_islands(self) -> None:
         if self.backend.has_islands:
             self.action_show("islands")
+
+    def action_show_components(self) -> None:
+        if self.backend.has_components:
+            self.action_show("components")
 
     def _stage_names(self) -> list[str]:
         frame = self.sampler.frame

@@ -13,17 +13,18 @@ import time
 from pathlib import Path
 from typing import Any
 
+from engine.component_versions import ComponentsView, active_artifact, components_view
 from engine.history import SnapshotFeed
 from engine.history_db import HistoryReader, open_reader
 from engine.islands_view import IslandsView, island_options
 from engine.pipeline.review import PendingReview
 from engine.run_analysis import RunAnalysis
-from engine.run_state import artifact_from_row
+from engine.run_state import artifact_from_row, change_from_row
 from engine.snapshot import EngineSnapshot, StoredRun, build_snapshot
 from engine.store.store import Store, StoreError
 from evotui.control import ControlClient, ControlError, snapshot_from_dict, socket_path
-from evotui.tui.backend import (ArtifactView, Backend, BackendError, Frame, IslandsCache, LLMStat, analysis_of,
-                                provenance, rounded)
+from evotui.tui.backend import (READ_ONLY, ArtifactView, Backend, BackendError, Cached, Frame, IslandsCache, LLMStat,
+                                analysis_of, provenance, rounded)
 
 POLL_S = 1.0
 
@@ -51,6 +52,7 @@ class AttachBackend(Backend):
         self.feed: SnapshotFeed | None = None
         self.problem = ""
         self._islands = IslandsCache()
+        self._components = Cached()
 
     @property
     def source(self) -> str:  # type: ignore[override]
@@ -189,6 +191,44 @@ class AttachBackend(Backend):
     def islands(self) -> IslandsView | None:
         key = (len(self._artifact_rows), len(self._pool_events))
         return self._islands.get(key, self._strategy(), lambda: [artifact_from_row(a) for a in self._artifact_rows])
+
+    @property
+    def has_components(self) -> bool:
+        return any(a.get("components") is not None for a in self._artifact_rows)
+
+    def components(self) -> ComponentsView | None:
+        def build() -> ComponentsView | None:
+            arts = [artifact_from_row(a) for a in self._artifact_rows]
+            return components_view(arts, active_artifact(arts, [change_from_row(c) for c in self._pool_events]))
+
+        return self._components.get((len(self._artifact_rows), len(self._pool_events)), build)
+
+    async def audit_rows(self) -> list[dict] | None:
+        if self.store is None:
+            return None
+        try:
+            return await self.store.fetch_rows("audit", self.run_id)
+        except StoreError as exc:
+            raise BackendError(f"cannot read the audit rows: {exc}") from None
+
+    async def _ask(self, what: str, cmd: str, reply_timeout_s: float, **args: Any) -> dict:
+        """One administrative command through the control socket, then a fresh read of the rows."""
+        if not self.can_control:
+            raise BackendError(READ_ONLY.format(what=what) + (f"; {self.problem}" if self.problem else ""))
+        assert self.client is not None
+        try:
+            result = await self.client.request(cmd, reply_timeout_s=reply_timeout_s, **args)
+        except ControlError as exc:
+            raise BackendError(str(exc)) from None
+        await self._refresh()
+        return result
+
+    async def restore(self, artifact_id: str, reason: str) -> dict:
+        return await self._ask("a restore", "restore", 5.0, artifact_id=artifact_id, reason=reason)
+
+    async def edit_component(self, name: str, text: str, reason: str) -> dict:
+        # The driver validates the edit on the validation set before it replies.
+        return await self._ask("an edit", "edit_component", 600.0, component=name, text=text, reason=reason)
 
     async def control(self, cmd: str, **args: Any) -> Any:
         if not self.can_control:

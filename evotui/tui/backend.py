@@ -9,22 +9,26 @@ textual, so the bench and tests can use it directly.
 
 from __future__ import annotations
 
+import dataclasses
 import statistics
 import time
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping
 
+from engine.component_versions import ComponentsView, components_view
 from engine.events import Event
+from engine.hot_swap import HotSwapError, hot_swap
 from engine.history import RunHistory, SnapshotFeed
 from engine.history_db import load_history
 from engine.islands_view import IslandsView, build_islands_view, island_options
 from evotui.control import ControlError, apply_command
 from engine.pipeline.review import PendingReview, ReviewError
-from engine.pool import Artifact
+from engine.pool import Artifact, PoolError
+from engine.run_admin import AdminError, restore_with
 from engine.run_analysis import RunAnalysis, analyze_run
 from engine.snapshot import EngineSnapshot
-from engine.store.store import StoreError
+from engine.store.store import Store, StoreError
 from engine.trace.errors import TraceError
 
 LOG_KINDS = frozenset({
@@ -178,6 +182,39 @@ async def analysis_of(db_path, run_id: str) -> RunAnalysis:
         raise BackendError(f"cannot analyse {run_id}: {exc}") from None
 
 
+async def audit_rows_of(db_path, run_id: str) -> list[dict]:
+    """A run's audit rows (schema v6), read through a read-only connection of its own: the live
+    store may be closed once the run ended."""
+    try:
+        store = await Store.open(db_path, create=False, readonly=True)
+    except StoreError as exc:
+        raise BackendError(f"cannot read the audit rows: {exc}") from None
+    try:
+        return await store.fetch_rows("audit", run_id)
+    except StoreError as exc:
+        raise BackendError(f"cannot read the audit rows: {exc}") from None
+    finally:
+        await store.close()
+
+
+class Cached:
+    """A value rebuilt only when its key changed (e.g. the pool version)."""
+
+    def __init__(self) -> None:
+        self._key: object = None
+        self._value: Any = None
+
+    def get(self, key: object, build: Callable[[], Any]) -> Any:
+        if key != self._key:
+            self._value = build()
+            self._key = key
+        return self._value
+
+
+READ_ONLY = ("this view is read-only: no live driver takes {what} (restore a stored run with "
+             "`evotui restore RUN NAME@X.Y.Z`; a hot-swap needs a live run)")
+
+
 class IslandsCache:
     """The islands view rebuilt only when the pool changed (the fold is linear in the artifacts)."""
 
@@ -229,6 +266,27 @@ class Backend:
         """`evotui analyze`'s figures from the run's database (None: this view has no database)."""
         return None
 
+    @property
+    def has_components(self) -> bool:
+        """The run's artifacts are named components (the components screen is offered)."""
+        return False
+
+    def components(self) -> ComponentsView | None:
+        """The components, their versions and the active artifact now."""
+        return None
+
+    async def audit_rows(self) -> list[dict] | None:
+        """The run's audit rows (empty: its strategy writes none; None: no database)."""
+        return None
+
+    async def restore(self, artifact_id: str, reason: str) -> dict:
+        """Make `artifact_id` the active best again through the ledger; BackendError if refused."""
+        raise BackendError(READ_ONLY.format(what="a restore"))
+
+    async def edit_component(self, name: str, text: str, reason: str) -> dict:
+        """Hot-swap `name` of the active artifact (engine/hot_swap.py); BackendError if refused."""
+        raise BackendError(READ_ONLY.format(what="an edit"))
+
     async def control(self, cmd: str, **args: Any) -> Any:
         raise BackendError("this view is read-only: the driving process does not accept control")
 
@@ -257,6 +315,7 @@ class LiveBackend(Backend):
         self._staleness: dict[str, list[str]] = {}
         self._mean_cache: tuple[int, float | None] = (-1, None)
         self._islands = IslandsCache()
+        self._components = Cached()
         cfg = run.ctx.config
         self.history = RunHistory(start=time.time(), time_scale=cfg.sim.time_scale if cfg.uses_sim else 1.0,
                                   simulated=cfg.uses_sim)
@@ -358,6 +417,42 @@ class LiveBackend(Backend):
     def islands(self) -> IslandsView | None:
         pool = self.run.ctx.pool
         return self._islands.get(pool.version, self.run.ctx.config.strategy.model_dump(), pool.artifacts)
+
+    @property
+    def has_components(self) -> bool:
+        return getattr(self.run.ctx.task, "seed_components", None) is not None
+
+    def components(self) -> ComponentsView | None:
+        pool = self.run.ctx.pool
+
+        def build() -> ComponentsView | None:
+            best = pool.best()
+            return components_view(pool.confirmed(), best.artifact_id if best else None)
+
+        return self._components.get(pool.version, build)
+
+    async def audit_rows(self) -> list[dict] | None:
+        return await audit_rows_of(self.run.db_path, self.run.ctx.run_id)
+
+    def _refuse_ended(self) -> None:
+        if self.finished:
+            raise BackendError(f"the run has ended ({self.finished}): restore a version with `evotui restore "
+                               f"{self.run.ctx.run_id} NAME@X.Y.Z --db {self.run.db_path}`; a hot-swap needs a live run")
+
+    async def restore(self, artifact_id: str, reason: str) -> dict:
+        self._refuse_ended()
+        try:
+            result = restore_with(self.run.ctx.ledger, artifact_id, reason, by="tui")
+        except (AdminError, PoolError, KeyError) as exc:
+            raise BackendError(str(exc).strip("'\"")) from None
+        return dataclasses.asdict(result)
+
+    async def edit_component(self, name: str, text: str, reason: str) -> dict:
+        self._refuse_ended()
+        try:
+            return await hot_swap(self.run.orchestrator.handlers, name, text, reason, by="tui")
+        except (HotSwapError, ValueError, KeyError) as exc:
+            raise BackendError(str(exc)) from None
 
     def evidence(self, item_id: str) -> ReviewEvidence | None:
         # PendingReview carries texts only; the parked item's payload holds the scores and notes.

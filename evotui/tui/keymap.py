@@ -18,6 +18,8 @@ APP_BINDINGS = [
             tooltip="Islands: sizes, bests, temperatures, MAP-Elites grids, migrations (island strategies only)"),
     Binding("5", "show('analysis')", "Analysis", id="screen.analysis", show=False,
             tooltip="Analysis: best-so-far timeline, recycled lines, edit types (evotui analyze's figures)"),
+    Binding("6", "show_components", "Components", id="screen.components", show=False,
+            tooltip="Components: versions, diffs, audit records, restore and hot-swap (named components only)"),
     Binding("w", "next_stage", "Stage", id="stage.next", tooltip="Select the next stage for worker changes"),
     Binding("plus,equals_sign", "workers(1)", "Wk+", id="workers.more", key_display="+",
             tooltip="One more worker on the selected stage"),
@@ -72,6 +74,25 @@ ANALYSIS_BINDINGS = [
     Binding("r", "reanalyse", "Re-analyse", id="analysis.refresh", tooltip="Analyse the run's database again"),
 ]
 
+COMPONENTS_BINDINGS = [
+    Binding("r", "restore", "Restore", id="components.restore",
+            tooltip="Restore the selected version: its artifact becomes the active best again (asks first)"),
+    Binding("e", "edit", "Edit", id="components.edit",
+            tooltip="Hot-swap: edit the selected component of the live run's active artifact (asks first)"),
+    Binding("v", "toggle_against", "Vs active", id="components.against",
+            tooltip="Diff the selected version against its parent version or against the active version"),
+    Binding("a", "goto_active", "Active", id="components.active", show=False,
+            tooltip="Select the active version of the selected component"),
+    Binding("m", "diff_mode", "Unified/split", id="components.mode", show=False,
+            tooltip="Unified or side-by-side diff"),
+]
+
+EDIT_BINDINGS = [
+    Binding("ctrl+s", "submit", "Submit", id="edit.submit",
+            tooltip="Submit the edited component (asks to confirm; enter in the reason field does the same)"),
+    Binding("escape", "cancel", "Cancel", id="edit.cancel", tooltip="Close without changing anything"),
+]
+
 DIFF_NAV_BINDINGS = [
     Binding("n", "next_change", "Next chg", id="diff.next", tooltip="Scroll the diff to the next change"),
     Binding("N", "previous_change", "Prev chg", id="diff.previous", tooltip="Scroll the diff to the previous change"),
@@ -100,6 +121,8 @@ SCOPES = {
     "lineage": APP_BINDINGS + LINEAGE_BINDINGS,
     "islands": APP_BINDINGS + ISLANDS_BINDINGS,
     "analysis": APP_BINDINGS + ANALYSIS_BINDINGS,
+    "components": APP_BINDINGS + COMPONENTS_BINDINGS + DIFF_NAV_BINDINGS,
+    "edit": EDIT_BINDINGS,
     "diff": APP_BINDINGS + DIFF_BINDINGS + DIFF_NAV_BINDINGS,
     "confirm": CONFIRM_BINDINGS,
 }
@@ -139,5 +162,5 @@ def keymap_clashes(keymap: dict[str, str]) -> list[str]:
 
 def binding_ids() -> list[str]:
     groups = (APP_BINDINGS, DASHBOARD_BINDINGS, REVIEW_BINDINGS, LINEAGE_BINDINGS, ISLANDS_BINDINGS,
-              ANALYSIS_BINDINGS, DIFF_BINDINGS, DIFF_NAV_BINDINGS, CONFIRM_BINDINGS)
+              ANALYSIS_BINDINGS, COMPONENTS_BINDINGS, EDIT_BINDINGS, DIFF_BINDINGS, DIFF_NAV_BINDINGS, CONFIRM_BINDINGS)
     return [b.id for group in groups for b in group if b.id]
