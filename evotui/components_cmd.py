@@ -8,7 +8,8 @@ import json
 from pathlib import Path
 
 from engine.component_versions import describe, diff
-from engine.run_admin import AdminError, _open_readonly, run_versions
+from engine.components import DEFAULT_TYPE
+from engine.run_admin import AdminError, _open_readonly, find_artifact, run_versions
 
 
 def add_parsers(sub, default_db: Path) -> None:
@@ -51,14 +52,29 @@ async def components_main(args: argparse.Namespace) -> list[str] | str:
         text = diff(a, b)
         return json.dumps({"component": args.component, "from": a.to_dict(), "to": b.to_dict(), "diff": text}) \
             if args.json else (text.splitlines() or [f"{a.spec} and {b.spec} have the same text"])
+    rules = await _rules(args.db, args.run_id, info)
+    for name, entry in info["components"].items():
+        entry["type"], entry["frozen_regions"] = rules.get(name, (DEFAULT_TYPE, 0))
     if args.json:
         return json.dumps(info)
     versions = await run_versions(args.db, args.run_id)
     lines = [f"run {args.run_id}: active artifact {info['active_artifact'] or '-'} (* = its version)"]
     for name, entry in info["components"].items():
-        lines.append(f"{name}: {len(entry['versions'])} version(s)")
+        lines.append(f"{name}: {len(entry['versions'])} version(s), type {entry['type']}, "
+                     f"{entry['frozen_regions']} frozen region(s)")
         lines.extend(describe(versions.index.history[name], entry["active"]))
     return lines
+
+
+async def _rules(db: Path, run_id: str, info: dict) -> dict[str, tuple[str, int]]:
+    """name -> (type, number of frozen regions), as the active artifact (else the run's first
+    version's) carries them; a run stored before components had types reads as type text."""
+    artifact_id = info["active_artifact"] or next(
+        (e["versions"][0]["artifact_id"] for e in info["components"].values() if e["versions"]), None)
+    if artifact_id is None:
+        return {}
+    parts = (await find_artifact(db, run_id, artifact_id, writable=False)).artifact.parts
+    return {c.name: (c.type, len(c.frozen)) for c in parts}
 
 
 async def audit_main(args: argparse.Namespace) -> list[str] | str:
