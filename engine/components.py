@@ -32,7 +32,8 @@ import difflib
 import json
 import re
 import tomllib
-from dataclasses import dataclass, replace as _with
+from dataclasses import dataclass
+from dataclasses import replace as _with
 from typing import Iterable, Sequence
 
 NAME = re.compile(r"[A-Za-z0-9_.-]+")

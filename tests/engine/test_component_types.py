@@ -59,8 +59,8 @@ text = "temperature = 0.2\\nmodel = \\"m\\""
 
 
 @pytest.mark.parametrize("table, expected", [
-    ('type = "script"', "component 'a': unknown type 'script'; allowed types: prompt, tool_description, tool_code, "
-                        "agent_config, text"),
+    ('type = "script"', ("component 'a': unknown type 'script'; allowed types: prompt, tool_description, tool_code, "
+                         "agent_config, text")),
     ('frozen = ["not in the text"]', "frozen region `not in the text` is not in its text"),
     ('frozen = "Say hi."', "frozen must be a list of non-empty texts"),
     ('frozen = [""]', "frozen must be a list of non-empty texts"),
@@ -268,6 +268,6 @@ def test_agent_reflector_passes_the_rewrite_through_the_frozen_regions() -> None
             + comp.rules_section((Component("round_total", "def round_total(x):\n    return int(x)", True,
                                             "tool_code", ("def round_total(x):",)),), ["round_total"]))
     replies = [agentworld_sim.reflect(user, random.Random(seed)) for seed in range(40)]
-    dropped = [r for r in replies if "def round_total(x):" not in re.search(r"```\n(.*?)\n```", r, re.S).group(1)]
+    dropped = [r for r in replies if "def round_total(x):" not in re.search(r"```\n(.*?)\n```", r, re.DOTALL).group(1)]
     assert 0 < len(dropped) < len(replies) // 2, (len(dropped), len(replies))  # P_KEEP_FROZEN = 0.9 over 40 seeds
     assert all("dropped 1 frozen region" in r for r in dropped)

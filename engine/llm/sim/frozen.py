@@ -21,7 +21,7 @@ P_KEEP_FROZEN = 0.9
 """A frozen region survives a rewrite this often (a model told to keep a text verbatim mostly
 does; the rest are the edits the engine must refuse)."""
 
-_REGION = re.compile(r"^Frozen region \d+ of \[([A-Za-z0-9_.-]+)\]:\n((?:>[^\n]*(?:\n|$))+)", re.M)
+_REGION = re.compile(r"^Frozen region \d+ of \[([A-Za-z0-9_.-]+)\]:\n((?:>[^\n]*(?:\n|$))+)", re.MULTILINE)
 
 
 def frozen_regions(user: str) -> dict[str, list[str]]:
