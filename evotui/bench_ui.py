@@ -56,9 +56,12 @@ async def tui_once(task: str, layer, db: Path, size: tuple[int, int]) -> dict:
     app = EvoApp(LiveBackend(run), engine=run.run)
     app._theme_name = prepare(app, None, [])
     try:
-        async with app.run_test(size=size) as pilot:
-            while app.engine_task is None or not app.engine_task.done():
-                await pilot.pause(0.05)
+        async with app.run_test(size=size):
+            # Plain waits, not Pilot.pause(): a pause walks every widget and forces a screen
+            # update, a cost of the harness that a user's terminal never pays.
+            while app.engine_task is None:
+                await asyncio.sleep(0.05)
+            await asyncio.wait({app.engine_task})
             ticks = app.sampler.ticks
     finally:
         await control.close()
