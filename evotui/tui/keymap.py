@@ -122,9 +122,9 @@ SCOPES = {
     "islands": APP_BINDINGS + ISLANDS_BINDINGS,
     "analysis": APP_BINDINGS + ANALYSIS_BINDINGS,
     "components": APP_BINDINGS + COMPONENTS_BINDINGS + DIFF_NAV_BINDINGS,
-    "edit": EDIT_BINDINGS,
     "diff": APP_BINDINGS + DIFF_BINDINGS + DIFF_NAV_BINDINGS,
     "confirm": CONFIRM_BINDINGS,
+    "edit": EDIT_BINDINGS,
 }
 """Bindings active together on each screen: a key may mean one thing per screen."""
 

@@ -1,0 +1,312 @@
+"""The components screen (6): components with their versions and the active one, the diff of a
+version against its parent (or the active version), the audit panel, restore and hot-swap after a
+confirmation, refusals as error notices and read-only views that refuse to act; on frozen data,
+then on a live sepl run of the agent task and on an attach to its stored run."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+from textual.widgets import OptionList, Static, TextArea
+
+from engine.runner import EngineRun
+from engine.store.store import Store
+from evotui.tui.app import EvoApp
+from evotui.tui.attach import AttachBackend
+from evotui.tui.backend import Backend, BackendError, LiveBackend
+from evotui.tui.screens.base import ConfirmScreen, ReasonScreen
+from evotui.tui.screens.components import ComponentsScreen, EditComponentScreen
+from evotui.tui.settings import UISettings
+from evotui.tui.widgets.diffview import DiffView
+from tests.tui.fakes import frozen_app
+from tests.tui.fakes_components import ComponentsBackend, components_app, frozen_artifacts
+
+
+async def until(pilot, predicate, timeout: float = 30.0, msg=lambda: "") -> None:
+    loop = asyncio.get_running_loop()
+    end = loop.time() + timeout
+    while not predicate():
+        assert loop.time() < end, f"condition not reached in time {msg()}"
+        pilot.app.sampler.tick()
+        await pilot.pause(0.05)
+
+
+def messages(app: EvoApp, severity: str | None = None) -> list[str]:
+    """Every notification so far (kept by `recorded`: a toast expires after its timeout)."""
+    return [m for m, s in app.notified if severity is None or s == severity]  # type: ignore[attr-defined]
+
+
+def recorded(app: EvoApp) -> EvoApp:
+    app.notified = []  # type: ignore[attr-defined]
+    notify = app.notify
+
+    def keep(message, *args, **kwargs):
+        app.notified.append((str(message), kwargs.get("severity", "information")))  # type: ignore[attr-defined]
+        return notify(message, *args, **kwargs)
+
+    app.notify = keep  # type: ignore[method-assign]
+    return app
+
+
+async def opened(pilot) -> ComponentsScreen:
+    """Press 6 and wait until the list and the audit rows are in."""
+    await pilot.pause()
+    await pilot.press("6")
+    screen = pilot.app.screen
+    assert isinstance(screen, ComponentsScreen)
+    await until(pilot, lambda: screen.view is not None and screen.loaded and screen.selected() is not None)
+    return screen
+
+
+def option_ids(screen: ComponentsScreen) -> list[str]:
+    options = screen.query_one(OptionList)
+    return [options.get_option_at_index(i).id for i in range(options.option_count)]
+
+
+def option_text(screen: ComponentsScreen, option_id: str) -> str:
+    options = screen.query_one(OptionList)
+    return str(options.get_option(option_id).prompt)
+
+
+async def select(pilot, screen: ComponentsScreen, option_id: str) -> None:
+    screen._highlight(option_id)
+    await pilot.pause()
+
+
+def audit_panel(screen: ComponentsScreen) -> str:
+    return str(screen.query_one("#audit", Static).render())
+
+
+async def test_lists_components_with_kind_flag_and_versions_newest_first_active_marked():
+    app = recorded(components_app())
+    async with app.run_test(size=(160, 48)) as pilot:
+        screen = await opened(pilot)
+        assert option_ids(screen) == [
+            "c:system", "v:system@1.0.3", "v:system@1.0.1", "v:system@1.0.0",
+            "c:tool_lookup", "v:tool_lookup@1.0.2", "v:tool_lookup@1.0.0",
+            "c:round_total", "v:round_total@1.0.4", "v:round_total@1.0.0",
+            "c:house", "v:house@1.0.0"]
+        assert "prompt · evolvable · 3 versions" in option_text(screen, "c:system")
+        assert "code · evolvable" in option_text(screen, "c:round_total")
+        assert "text · frozen · 1 version" in option_text(screen, "c:house")
+        # The active artifact a000011 carries system@1.0.3 (made in a000008) and round_total@1.0.4.
+        assert option_text(screen, "v:system@1.0.3").startswith("★") and "active" in option_text(screen, "v:system@1.0.3")
+        assert option_text(screen, "v:round_total@1.0.4").startswith("★")
+        assert not option_text(screen, "v:system@1.0.1").startswith("★")
+        # The selection starts on the first component's active version.
+        assert screen.selected().spec == "system@1.0.3"
+
+
+async def test_the_diff_is_against_the_parent_version_and_v_diffs_against_the_active_one():
+    app = recorded(components_app())
+    async with app.run_test(size=(160, 48)) as pilot:
+        screen = await opened(pilot)
+        arts = {a.artifact_id: {c.name: c.text for c in a.components} for a in frozen_artifacts()}
+        await select(pilot, screen, "v:system@1.0.1")
+        diff = screen.query_one(DiffView)
+        assert (diff.old, diff.new) == (arts["a000000"]["system"], arts["a000003"]["system"])
+        assert diff.caption.startswith("system@1.0.0 -> system@1.0.1")
+        await pilot.press("v")
+        assert (diff.old, diff.new) == (arts["a000008"]["system"], arts["a000003"]["system"])
+        assert diff.caption.startswith("system@1.0.3 (active) -> system@1.0.1")
+        await pilot.press("v")
+        await select(pilot, screen, "v:system@1.0.0")
+        assert diff.old == "" and "the seed's version" in diff.caption
+        await pilot.press("m")
+        assert diff.mode == "split"
+
+
+async def test_the_audit_panel_shows_the_transitions_that_made_a_version_and_the_rejected_attempts():
+    app = recorded(components_app())
+    async with app.run_test(size=(160, 48)) as pilot:
+        screen = await opened(pilot)
+        await select(pilot, screen, "v:system@1.0.1")
+        text = audit_panel(screen)
+        assert "Made by i000002" in text
+        for transition in ("reflect", "select", "improve", "evaluate", "commit"):
+            assert transition in text
+        assert "blame: system named in 2 of 3 failing traces" in text and "system@1.0.1" in text
+        # i000006 started from a000005 (carrying system@1.0.1) and was rejected: kept, with its reason.
+        assert "Not committed from this version (1)" in text and "i000006" in text and "rejected" in text
+        assert "minibatch gate 1.0 <= 1.0" in text
+        await select(pilot, screen, "v:house@1.0.0")
+        assert "the seed's text" in audit_panel(screen)
+
+
+async def test_a_run_without_audit_rows_says_so():
+    app = recorded(components_app(ComponentsBackend(audited=False)))
+    async with app.run_test(size=(80, 24)) as pilot:
+        screen = await opened(pilot)
+        assert "no audit rows" in audit_panel(screen) and "sepl" in audit_panel(screen)
+
+
+async def test_restore_asks_first_then_calls_the_backend_and_the_active_mark_moves():
+    backend = ComponentsBackend(can_control=True)
+    app = recorded(components_app(backend))
+    async with app.run_test(size=(160, 48), notifications=True) as pilot:
+        screen = await opened(pilot)
+        await select(pilot, screen, "v:system@1.0.1")
+        await pilot.press("r")
+        assert isinstance(app.screen, ReasonScreen)
+        await pilot.press("escape")
+        assert backend.calls == [] and app.screen is screen
+        await pilot.press("r")
+        await pilot.press(*"bad turn", "enter")
+        await until(pilot, lambda: any(m.startswith("Restored system@1.0.1") for m in messages(app)),
+                    msg=lambda: messages(app))
+        assert backend.calls == [("restore", "a000003", "bad turn")]
+        await until(pilot, lambda: option_text(screen, "v:system@1.0.1").startswith("★"))
+        assert not option_text(screen, "v:system@1.0.3").startswith("★")
+        # The artifact that is active already is not restored again.
+        await pilot.press("r")
+        assert app.screen is screen and "already" in messages(app, "warning")[-1]
+
+
+async def test_edit_submits_through_the_backend_after_a_confirmation():
+    backend = ComponentsBackend(can_control=True)
+    app = recorded(components_app(backend))
+    async with app.run_test(size=(160, 48), notifications=True) as pilot:
+        screen = await opened(pilot)
+        await select(pilot, screen, "c:tool_lookup")
+        await pilot.press("e")
+        modal = app.screen
+        assert isinstance(modal, EditComponentScreen)
+        area = modal.query_one(TextArea)
+        assert area.text == "lookup(item) -> the catalogue price of an item, in USD."  # the active text
+        area.load_text("lookup(item) -> the price in cents; divide by 100.")
+        await pilot.press("tab", *"cents", "enter")  # enter in the reason field submits
+        assert isinstance(app.screen, ConfirmScreen)
+        await pilot.press("y")
+        await until(pilot, lambda: any(m.startswith("Hot-swapped tool_lookup@1.0.5") for m in messages(app)),
+                    msg=lambda: messages(app))
+        assert backend.calls == [("edit", "tool_lookup", "lookup(item) -> the price in cents; divide by 100.", "cents")]
+        await until(pilot, lambda: "v:tool_lookup@1.0.5" in option_ids(screen))
+        assert option_text(screen, "v:tool_lookup@1.0.5").startswith("★")
+        # Cancelling the modal or the confirmation changes nothing.
+        await pilot.press("e", "escape")
+        assert app.screen is screen
+        await pilot.press("e", "ctrl+s", "n")
+        assert app.screen is screen and len(backend.calls) == 1
+
+
+async def test_a_refused_edit_is_an_error_notice_and_changes_nothing():
+    why = "the new text of 'system' is the text it has: nothing to change"
+    backend = ComponentsBackend(can_control=True, refuse=why)
+    app = recorded(components_app(backend))
+    async with app.run_test(size=(160, 48), notifications=True) as pilot:
+        screen = await opened(pilot)
+        before = option_ids(screen)
+        await pilot.press("e", "ctrl+s", "y")
+        await until(pilot, lambda: why in messages(app, "error"), msg=lambda: messages(app))
+        assert option_ids(screen) == before and backend.active_id == "a000011" and not screen.busy
+        # A frozen component is refused before any dialog opens.
+        await select(pilot, screen, "c:house")
+        await pilot.press("e")
+        assert app.screen is screen and "frozen" in messages(app, "error")[-1]
+        assert len(backend.calls) == 1
+
+
+async def test_a_read_only_view_refuses_restore_and_edit_with_a_notice():
+    backend = ComponentsBackend(can_control=False)
+    app = recorded(components_app(backend))
+    async with app.run_test(size=(80, 24), notifications=True) as pilot:
+        screen = await opened(pilot)
+        await select(pilot, screen, "v:system@1.0.1")
+        for key in ("r", "e"):
+            await pilot.press(key)
+            assert app.screen is screen
+            assert "read-only" in messages(app, "warning")[-1] and "evotui restore" in messages(app, "warning")[-1]
+        assert backend.calls == []
+    with pytest.raises(BackendError, match="read-only"):
+        await Backend().restore("a000003", "")
+    with pytest.raises(BackendError, match="read-only"):
+        await Backend().edit_component("system", "x", "")
+
+
+async def test_the_screen_is_offered_only_for_a_run_of_named_components():
+    app = frozen_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        await pilot.press("6")
+        assert app.current_mode == "dashboard"
+        assert app.check_action("show_components", ()) is False
+    app = recorded(components_app())
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        assert app.check_action("show_components", ()) is True
+        titles = [c.title for c in app.get_system_commands(app.screen)]
+        assert any(t.startswith("Components") for t in titles)
+
+
+# -- a live sepl run of the agent task, then attach to what it stored -----------------------------
+LIVE = {"sim": {"time_scale": 400}, "budget": {"max_proposals": 400}, "pipeline": {"mode": "async"},
+        "strategy": {"name": "sepl"}}
+
+
+async def test_live_sepl_run_restore_and_hot_swap_from_the_screen_then_attach_is_read_only(tmp_path: Path):
+    db = tmp_path / "runs.db"
+    run = await EngineRun.create("agent_tools", [("test", LIVE)], db)
+    run_id = run.ctx.run_id
+    app = recorded(EvoApp(LiveBackend(run), engine=run.run, settings=UISettings()))
+    async with app.run_test(size=(160, 48), notifications=True) as pilot:
+        backend = app.backend
+        await until(pilot, lambda: (v := backend.components()) is not None
+                    and any(len(c.versions) > 1 for c in v.components), timeout=90)
+        await pilot.press("space")  # paused: nothing new is admitted, so the run waits for the test
+        assert run.snapshot().state == "paused"
+        screen = await opened(pilot)
+        await until(pilot, lambda: bool(screen.rows) and screen.loaded)
+        view = screen.view
+        # A version that is not in the active artifact, with the audit rows that made it.
+        target = next(cv for c in view.components for cv in c.versions if cv.artifact_id != view.active_id)
+        await select(pilot, screen, f"v:{target.spec}")
+        await until(pilot, lambda: screen.loaded and target.spec in audit_panel(screen))
+        await pilot.press("r")
+        await pilot.press(*"from the tui", "enter")
+        await until(pilot, lambda: any(m.startswith(f"Restored {target.spec}") for m in messages(app)),
+                    msg=lambda: messages(app))
+        # Hot-swap the system prompt of the (now) active artifact.
+        await select(pilot, screen, "c:system")
+        await pilot.press("e")
+        edited = app.screen.query_one(TextArea).text + "\nAnswer with the total only."
+        app.screen.query_one(TextArea).load_text(edited)
+        await pilot.press("ctrl+s", "y")
+        await until(pilot, lambda: any(m.startswith("Hot-swapped system@") for m in messages(app))
+                    or messages(app, "error"), timeout=90, msg=lambda: messages(app))
+        assert not messages(app, "error"), messages(app)
+        best = run.ctx.pool.best()
+        assert best.meta["hot_swap"]["by"] == "tui" and next(c.text for c in best.components if c.name == "system") \
+            == edited.strip()
+        # A refusal from the engine (the text it has already) is an error notice.
+        await pilot.press("e", "ctrl+s", "y")
+        await until(pilot, lambda: messages(app, "error"), timeout=30, msg=lambda: messages(app))
+        assert "nothing to change" in messages(app, "error")[-1]
+        run.stop("test over")
+        await until(pilot, lambda: app.engine_task.done(), timeout=60)
+    async with await Store.open(db, create=False, readonly=True) as store:
+        events = await store.fetch_rows("pool_events", run_id)
+        audit = await store.fetch_rows("audit", run_id)
+    restores = [e for e in events if e["kind"] == "restore"]
+    assert restores[0]["artifact_id"] == target.artifact_id and restores[0]["detail"]["by"] == "tui"
+    assert restores[0]["detail"]["reason"] == "from the tui"
+    assert [r["component"] for r in audit if r["transition"] == "hot_swap"] == ["system"]
+
+    # Attached to the stored run without a control socket: the same versions, read-only actions.
+    attach = AttachBackend(db, run_id)
+    await attach.start()
+    try:
+        assert not attach.can_control and attach.has_components
+        view = attach.components()
+        assert view is not None and view.find(target.component, target.version) is not None
+        assert await attach.audit_rows()
+        with pytest.raises(BackendError, match="read-only"):
+            await attach.restore(target.artifact_id, "")
+        app = recorded(EvoApp(attach, settings=UISettings()))
+        async with app.run_test(size=(80, 24), notifications=True) as pilot:
+            screen = await opened(pilot)
+            await pilot.press("r")
+            assert app.screen is screen and "read-only" in messages(app, "warning")[-1]
+    finally:
+        await attach.close()
