@@ -98,12 +98,17 @@ async def optimize_async(seed_candidate: dict[str, str], trainset: Sequence[Any]
                          max_wall_s: float | None = None, mode: str = "async", policy: str = "full",
                          strategy: str | None = None, db: str | Path = "evotui.db", seed: int = 0,
                          minibatch_size: int = 3, perfect_score: float | None = 1.0, name: str = "adapter",
-                         description: str = "", config: dict | None = None) -> OptimizeResult:
-    """`optimize` inside a running event loop."""
+                         description: str = "", config: dict | None = None,
+                         component_types: dict[str, str] | None = None,
+                         frozen_regions: dict[str, list[str]] | None = None) -> OptimizeResult:
+    """`optimize` inside a running event loop. `component_types` (name -> prompt, tool_description,
+    tool_code, agent_config or text) and `frozen_regions` (name -> exact texts every edit keeps)
+    type the seed's components as a task.toml's [[component]] blocks do."""
     _check_inputs(seed_candidate, trainset, valset, adapter, max_metric_calls, max_proposals)
     own = getattr(adapter, "propose_new_texts", None)
     task = AdapterTask(name=name, description=description, train=list(trainset), val=list(valset),
-                       seed_components=seed_components(seed_candidate), adapter=adapter,
+                       seed_components=seed_components(seed_candidate, component_types, frozen_regions),
+                       adapter=adapter,
                        propose_new_texts=own if callable(own) else None,
                        max_score=math.inf if perfect_score is None else float(perfect_score))
     layers = _layers(reflection_llm, model, api_key_env, max_metric_calls, max_proposals, max_wall_s, mode, policy,

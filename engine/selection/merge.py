@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import difflib
 import random
+from dataclasses import replace
 from typing import Mapping, Sequence
 
-from engine.components import Component, Components, render
+from engine.components import Components, render
 from engine.pool import Artifact, Pool
 
 Hunk = tuple[int, int, list[str]]
@@ -63,7 +64,7 @@ def three_way_components(base: Components, ours: Components, theirs: Components)
             text = _apply(bt, ot, tt)
             if text is None:
                 return None
-        out.append(Component(o.name, text.strip(), o.evolvable))
+        out.append(replace(o, text=text.strip()))  # keeps the type and frozen regions
     result = tuple(out)
     if [c.text for c in result] in ([c.text.strip() for c in ours], [c.text.strip() for c in theirs]):
         return None

@@ -242,7 +242,9 @@ class AdapterStages(StaleRepairMixin, ExampleKindMixin, KindHandlers):
                 raise AdapterError(f"adapter.propose_new_texts must return {{component name: text}} with {target!r}")
             reply = f"```\n{texts[target]}\n```"
         else:
-            messages = await self.with_guidance(build_messages(ctx.task.description, parts, target, dataset), item)
+            messages = self.with_component_rules(build_messages(ctx.task.description, parts, target, dataset), parts,
+                                                 [target])
+            messages = await self.with_guidance(messages, item)
             try:
                 res = await ctx.reflection_llm.chat(messages, stage="propose", shrink=middle_out)
             except LLMError as exc:
@@ -252,7 +254,9 @@ class AdapterStages(StaleRepairMixin, ExampleKindMixin, KindHandlers):
             if res.finish_reason == "length":
                 return None, "truncated (finish_reason=length)"
             reply = res.text
-        child, _, reason = reflection.parse_component_reply(reply, parts, [target])
+        child, changed, reason = reflection.parse_component_reply(reply, parts, [target])
+        if child is not None:  # the adapter's own proposer is held to the same rules
+            child, _, reason = self.enforce_component_rules(parts, child, changed, item)
         return child, reason
 
     async def evaluate(self, item: WorkItem) -> WorkItem | None:

@@ -171,3 +171,35 @@ def test_a_broken_adapter_fails_the_run_with_a_value_error(tmp_path, adapter, re
         rows = con.execute("select status, summary_json from runs").fetchall()
     assert len(rows) == 1 and rows[0][0] == "failed"
     assert reason.split(" ")[0] in json.loads(rows[0][1])["stop_reason"]
+
+
+class DropsTheFrozenLine(KeywordAdapter):
+    """Every third proposal drops the component's first line (frozen below); the others add every
+    rule statement, which the gate accepts."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.proposed = 0
+
+    def propose_new_texts(self, candidate, reflective_dataset, components_to_update):
+        self.proposed += 1
+        out = {}
+        every = "\n".join(STATEMENT[k] for k in KEYWORDS)
+        for name in components_to_update:
+            out[name] = every if self.proposed % 3 == 0 else candidate[name] + "\n" + every
+        return out
+
+
+def test_component_types_and_frozen_regions_from_python(tmp_path):
+    with pytest.raises(ValueError, match="bogus"):
+        _optimize(tmp_path, component_types={"instructions": "bogus"})
+    with pytest.raises(ValueError, match="nosuch"):
+        _optimize(tmp_path, frozen_regions={"nosuch": ["x"]})
+    adapter = DropsTheFrozenLine()
+    res = _optimize(tmp_path, adapter=adapter, max_metric_calls=80, component_types={"instructions": "prompt"},
+                    frozen_regions={"instructions": ["Answer the question."], "style": ["Be friendly."]})
+    assert adapter.proposed >= 2 and len(res.candidates) >= 2
+    assert all(c["instructions"].startswith("Answer the question.") for c in res.candidates)
+    with sqlite3.connect(tmp_path / "api.db") as con:
+        summary = json.loads(con.execute("select summary_json from runs where run_id = ?", (res.run_id,)).fetchone()[0])
+    assert summary["component_refusals"].get("frozen region", 0) >= 1, summary.get("component_refusals")
