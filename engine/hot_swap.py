@@ -7,7 +7,8 @@ socket's `edit_component` command awaits it):
    component exists, is evolvable (a frozen one, `evolvable = false`, is refused), the text is
    a non-empty string that differs and holds no component heading line, keeps the component's
    frozen regions verbatim and stays valid for its type (engine/components.py: refusal);
-2. validates the edited artifact on the whole validation set with the kind's own rollouts (the
+2. validates the edited artifact on the whole validation set with the kind's own rollouts
+   (`handlers.validation_traces`: the prompt kind's task model, the adapter's evaluate; the
    metric calls are charged to the run's budget, as a merge's are), so it enters the pool scored
    like any commit;
 3. commits it through the ledger (`Ledger.commit_edit`: pool version bump, lineage operator
@@ -36,7 +37,7 @@ from engine.strategy.protocols import Pick
 
 
 class PinnedParents:
-    """Mixed into PromptStages (before KindHandlers): after a hot-swap the next admitted items
+    """Mixed into PromptStages and AdapterStages (before KindHandlers): after a hot-swap the next admitted items
     take the edited artifact as their parent."""
 
     _pinned: tuple[str, int] | None = None
@@ -88,14 +89,15 @@ async def hot_swap(handlers, component: object, text: object, reason: str, by: s
     ctx = handlers.ctx
     base = ctx.pool.best()
     parts = check_edit(base, component, text)
-    if handlers.kind != "prompt":
+    validate = getattr(handlers, "validation_traces", None)
+    if validate is None:  # a program task: its artifact is one program, no named components
         raise HotSwapError(f"a {handlers.kind} task run cannot validate an edited component; hot-swap needs a "
-                           "prompt task")
+                           "prompt task or an evotui.optimize (adapter) run")
     rendering = components.render(parts)
     current_item.set(None)
     try:
-        traces = await handlers.run_examples(rendering, list(ctx.task.val_ids), "evaluate")
-    except CallFailed as exc:
+        traces = await validate(parts)
+    except (CallFailed, ValueError) as exc:  # ValueError: the adapter's evaluate failed on the edit
         raise HotSwapError(f"the edited artifact could not be validated ({exc}); nothing was changed") from None
     base_now = ctx.pool.get(base.artifact_id)  # still in the pool: validated artifacts are never removed
     art = Artifact(artifact_id=f"h{ctx.pool.version + 1:06d}", text=rendering, parent_ids=(base_now.artifact_id,),

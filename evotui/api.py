@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
@@ -20,6 +21,7 @@ from engine.components import NAME, has_header_line
 from engine.config import SIM_URL
 from engine.runner import EngineRun, SetupError
 from engine.tasks.adapter_task import AdapterTask, seed_components
+from evotui.control import ControlServer, socket_path
 
 
 @dataclass(frozen=True)
@@ -117,7 +119,15 @@ async def optimize_async(seed_candidate: dict[str, str], trainset: Sequence[Any]
         run = await EngineRun.create_from_task(task, layers, Path(db))
     except SetupError as exc:
         raise ValueError(str(exc)) from None
-    outcome = await run.run()
+    # The control socket, as `evotui run` serves it: `evotui attach` watches and steers the run
+    # live, `evotui edit` hot-swaps a component.
+    control = ControlServer(run, socket_path(run.db_path, run.ctx.run_id))
+    if not await control.start():
+        warnings.warn(f"evotui.optimize: {control.problem}", RuntimeWarning, stacklevel=2)
+    try:
+        outcome = await run.run()
+    finally:
+        await control.close()
     if outcome.status == "failed":
         # exit code 2 is bad input (a broken adapter); anything else is the run's own failure.
         error = ValueError if outcome.exit_code == 2 else RuntimeError

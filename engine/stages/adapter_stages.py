@@ -20,6 +20,7 @@ from typing import Any, Mapping
 from engine import components
 from engine import events as ev
 from engine.context import FatalRunError, RunContext
+from engine.hot_swap import HotSwapError, PinnedParents
 from engine.items import WorkItem, current_item
 from engine.llm.errors import LLMError
 from engine.llm.shrink import middle_out
@@ -106,7 +107,7 @@ def _shown(value: Any) -> str:
     return text if len(text) <= SHOWN_CHARS else text[:SHOWN_CHARS] + " ..."
 
 
-class AdapterStages(StaleRepairMixin, ExampleKindMixin, KindHandlers):
+class AdapterStages(PinnedParents, StaleRepairMixin, ExampleKindMixin, KindHandlers):
     """Handlers of an adapter task running `strategy` (engine/pipeline/spec.py: SearchHandlers)."""
 
     kind = "adapter"
@@ -162,6 +163,15 @@ class AdapterStages(StaleRepairMixin, ExampleKindMixin, KindHandlers):
         traces = [{"example_id": i, "input": _shown(ex), "output": _shown(out), "score": s, "feedback": ""}
                   for i, ex, out, s in zip(ids, batch, outputs, scores)]
         return result, traces
+
+    async def validation_traces(self, parts: components.Components) -> list[dict]:
+        """A hot-swapped edit on the whole validation set (engine/hot_swap.py). The adapter failing
+        on the edit refuses the edit; it does not fail the run, as it would for a proposal."""
+        try:
+            _, traces = await self.run_batch(as_candidate(parts), self.ctx.task.val_ids, False)
+        except AdapterError as exc:
+            raise HotSwapError(f"the adapter could not evaluate the edit: {exc}") from None
+        return traces
 
     async def evaluate_seed(self) -> None:
         ctx = self.ctx

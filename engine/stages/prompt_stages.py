@@ -294,6 +294,10 @@ class PromptStages(PinnedParents, AuditMixin, SpeculationMixin, ChainMixin, Stal
         mean = sum(item.payload["val"].values()) / len(val)
         self.ctx.bus.publish(ev.EvaluationEnd(item_id=item.item_id, split="val", score=mean))
 
+    async def validation_traces(self, parts: components.Components) -> list[dict]:
+        """A hot-swapped edit on the whole validation set (engine/hot_swap.py)."""
+        return await self.run_examples(components.render(parts), list(self.ctx.task.val_ids), "evaluate")
+
     async def full_validation(self, item: WorkItem, child: str) -> list[dict]:
         """Full validation; with speculation, the prefix first and a speculative insert if it
         beats the pool's best, then the rest (the same requests either way)."""

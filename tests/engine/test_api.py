@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sqlite3
+import threading
 from dataclasses import dataclass, field
 
 import pytest
@@ -203,3 +205,60 @@ def test_component_types_and_frozen_regions_from_python(tmp_path):
     with sqlite3.connect(tmp_path / "api.db") as con:
         summary = json.loads(con.execute("select summary_json from runs where run_id = ?", (res.run_id,)).fetchone()[0])
     assert summary["component_refusals"].get("frozen region", 0) >= 1, summary.get("component_refusals")
+
+
+class HeldMinibatches(KeywordAdapter):
+    """Minibatch evaluations (3 examples) wait for `go`; the validation set (4) passes, so the seed
+    is validated and a hot-swap can be, while no proposal can finish."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.go = threading.Event()
+
+    def evaluate(self, batch, candidate, capture_traces=False):
+        if len(batch) != 4:
+            self.go.wait(timeout=60)
+        return super().evaluate(batch, candidate, capture_traces)
+
+
+async def test_a_python_run_serves_attach_and_hot_swap(tmp_path):
+    """evotui.optimize serves the control socket: a hot-swap of one component of the adapter run is
+    validated with the adapter's evaluate, committed, audited and becomes the active best."""
+    from evotui.api import optimize_async
+    from evotui.control import ControlClient, ControlError, socket_path
+
+    adapter = HeldMinibatches()
+    db = tmp_path / "a.db"  # a short path: a unix socket's is limited to ~107 bytes
+    run = asyncio.ensure_future(optimize_async(
+        SEED, _data(6, 0), _data(4, 10), adapter, reflection_llm="sim", max_proposals=3, db=db, seed=0,
+        config={"sim": {"time_scale": 1000}}))
+    try:
+        def run_id() -> str | None:
+            if not db.exists():
+                return None
+            with sqlite3.connect(db) as con:
+                row = con.execute("select run_id from runs").fetchone()
+            return row[0] if row else None
+
+        while run_id() is None or not socket_path(db, run_id()).exists():
+            assert not run.done(), run  # it ended before serving (e.g. a warning about the socket path)
+            await asyncio.sleep(0.05)
+        client = ControlClient(socket_path(db, run_id()))
+        await client.connect()
+        while (await client.request("snapshot"))["best_id"] is None:
+            await asyncio.sleep(0.05)
+        every = "\n".join(STATEMENT[k] for k in KEYWORDS)
+        reply = await client.request("edit_component", component="instructions", text=every, reason="from a test",
+                                     reply_timeout_s=60)
+        assert reply["version"] == "1.0.1" and reply["component"] == "instructions"
+        with pytest.raises(ControlError, match="no component 'nosuch'"):
+            await client.request("edit_component", component="nosuch", text="x", reply_timeout_s=60)
+        await client.close()
+    finally:
+        adapter.go.set()
+    res = await run
+    assert every in [c["instructions"] for c in res.candidates]
+    assert res.val_aggregate_scores[res.best_idx] == 1.0
+    with sqlite3.connect(db) as con:
+        (n,) = con.execute("select count(*) from audit where transition = 'hot_swap'").fetchone()
+    assert n == 1
