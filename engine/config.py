@@ -9,10 +9,11 @@ import tomllib
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 
 from engine.pipeline.modes import mode_named
-from engine.service_config import EvaluatorConfig, RouteConfig
+from engine.service_config import EvaluatorConfig, RouteConfig, StrictModel
+from engine.strategy_config import StrategyConfig
 
 SIM_URL = "sim://"
 LOCAL_URL = "local://"
@@ -28,11 +29,7 @@ class ConfigError(Exception):
     """A user-facing configuration problem; the message names the key and the fix."""
 
 
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
-
-
-class LengthDist(_Model):
+class LengthDist(StrictModel):
     """Lognormal output length of one stage, in completion tokens (hidden reasoning included)."""
 
     median: float = Field(gt=0)
@@ -53,7 +50,7 @@ def _default_lengths() -> dict[str, LengthDist]:
     }
 
 
-class SimConfig(_Model):
+class SimConfig(StrictModel):
     """The simulated OpenAI-compatible backend. See engine/llm/sim/README.md for calibration."""
 
     profile: Literal["vllm", "api"] = "vllm"
@@ -91,7 +88,7 @@ class SimConfig(_Model):
         return {**_default_lengths(), **v}
 
 
-class EndpointConfig(_Model):
+class EndpointConfig(StrictModel):
     """One OpenAI-compatible endpoint. url 'sim://' is the in-process simulator."""
 
     url: str = SIM_URL
@@ -140,7 +137,7 @@ class EndpointConfig(_Model):
         return data
 
 
-class LocalConfig(_Model):
+class LocalConfig(StrictModel):
     """The managed llama.cpp server of endpoints with url local:// (pip install 'evotui[local]')."""
 
     model_path: str | None = None
@@ -157,7 +154,7 @@ class LocalConfig(_Model):
     """Longest wait for the server to load the model and answer /health."""
 
 
-class BudgetConfig(_Model):
+class BudgetConfig(StrictModel):
     """Limits; None = unlimited. The run stops admitting work at a limit and drains."""
 
     max_proposals: int | None = Field(default=None, gt=0)
@@ -170,7 +167,7 @@ class BudgetConfig(_Model):
     already perfect, or the proposal failed) stop the run: it is making no progress."""
 
 
-class StoreConfig(_Model):
+class StoreConfig(StrictModel):
     """Bounded loss: producers wait while the database is behind by more than either bound, so a
     kill -9 loses at most about that much committed-in-memory work."""
 
@@ -181,7 +178,7 @@ class StoreConfig(_Model):
     export, prompt-level analysis and replay; false records the calls' metadata only."""
 
 
-class PipelineConfig(_Model):
+class PipelineConfig(StrictModel):
     mode: Literal["async", "sync", "pxn", "chain"] = "async"
     """async: stages overlap (FlashEvolve); sync: one step at a time (GEPA); pxn: GEPA's
     parallel proposals, P parents x N mutations per step, each stage waiting for its slowest;
@@ -287,70 +284,7 @@ class PipelineConfig(_Model):
         return {**DEFAULT_WORKERS, **v}
 
 
-class LoongFlowConfig(_Model):
-    """The loongflow strategy's archive and selection ([strategy.loongflow]; README "Strategies")."""
-
-    islands: int = Field(3, ge=1)
-    """Islands in a ring; children stay in the island their parent was picked in."""
-    migration_interval: int = Field(10, ge=1)
-    """Every this many committed artifacts, each island's top elites join both ring neighbours."""
-    migration_share: float = Field(0.2, gt=0, le=1)
-    """The share of an island's elites that migrates (at least one)."""
-    bins: int | None = Field(None, ge=1)
-    """MAP-Elites bins per feature dimension; None: the integer square root of the island's size."""
-    population_cap: int = Field(30, ge=1)
-    """Members per island; the worst non-elites are evicted first, the global best never."""
-    temperature_rule: Literal["paper", "released_code"] = "paper"
-    """How the Boltzmann temperature follows an island's diversity (engine/strategy/boltzmann.py)."""
-    tau_base: float = Field(1.0, gt=0)
-    explore_prob: float = Field(0.1, ge=0, le=1)
-    """Chance of a uniform pick among the island's members (doubled while the island stagnates)."""
-    stagnation_k: int = Field(10, ge=1)
-    """An island whose best has not improved over this many commits stagnates."""
-    inspirations: int = Field(3, ge=0)
-    """The island's top elites shown to the proposer besides the parent."""
-    pes: bool = True
-    """Plan-Execute-Summarize: a planner stage before each proposal, a summarizer after its
-    evaluation (engine/strategy/pes.py); false: the kind's plain proposal."""
-    lineage_depth: int = Field(4, ge=1)
-    """Generations the planner reads: the parent and its first-parent ancestors."""
-    planner_workers: int = Field(4, ge=1)
-    summarizer_workers: int = Field(4, ge=1)
-
-
-class ContextEvolveConfig(_Model):
-    """The contextevolve strategy's agents and selection ([strategy.contextevolve]; README "Strategies").
-    Mirrors engine/strategy/context_agents.py: ContextEvolveSettings."""
-
-    selection: Literal["tournament", "pareto", "islands"] = "tournament"
-    """Parent selection: OpenEvolve's elite tournament, GEPA's Pareto front, or LoongFlow's islands
-    (with the [strategy.loongflow] island settings)."""
-    navigator_samples: int = Field(6, ge=1)
-    """Transitions (parent -> child) the Navigator reads per call."""
-    weight_improvement: float = Field(0.5, ge=0)
-    weight_mixed: float = Field(0.2, ge=0)
-    weight_decline: float = Field(0.3, ge=0)
-    """Category weights of the Navigator's sample (one decline is always in it when there is any)."""
-    guidance_refresh: int = Field(4, ge=0)
-    """Items made within this many pool versions of the newest guidance reuse it; 0: every item asks."""
-    exemplars: int = Field(3, ge=0)
-    """Exemplars the Sampler picks."""
-    sampler_candidates: int = Field(24, ge=1)
-    """Artifacts the Sampler chooses among (the best half and the newest half)."""
-    workers: int = Field(2, ge=1)
-    """Workers of each agent's stage."""
-
-
-class StrategyConfig(_Model):
-    name: str | None = None
-    """The search strategy (`evotui strategies` lists them): parent selection, context, proposal
-    operators, acceptance and archive. None: the task kind's default (prompt: gepa, program:
-    openevolve)."""
-    loongflow: LoongFlowConfig = Field(default_factory=LoongFlowConfig)
-    contextevolve: ContextEvolveConfig = Field(default_factory=ContextEvolveConfig)
-
-
-class RunConfig(_Model):
+class RunConfig(StrictModel):
     seed: int = 0
     strategy: StrategyConfig = Field(default_factory=StrategyConfig)
     task_llm: EndpointConfig = Field(default_factory=EndpointConfig)

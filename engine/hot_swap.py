@@ -89,14 +89,10 @@ async def hot_swap(handlers, component: object, text: object, reason: str, by: s
     ctx = handlers.ctx
     base = ctx.pool.best()
     parts = check_edit(base, component, text)
-    validate = getattr(handlers, "validation_traces", None)
-    if validate is None:  # a program task: its artifact is one program, no named components
-        raise HotSwapError(f"a {handlers.kind} task run cannot validate an edited component; hot-swap needs a "
-                           "prompt task or an evotui.optimize (adapter) run")
     rendering = components.render(parts)
     current_item.set(None)
     try:
-        traces = await validate(parts)
+        traces = await handlers.validation_traces(parts)  # HotSwapError from a kind without components
     except (CallFailed, ValueError) as exc:  # ValueError: the adapter's evaluate failed on the edit
         raise HotSwapError(f"the edited artifact could not be validated ({exc}); nothing was changed") from None
     base_now = ctx.pool.get(base.artifact_id)  # still in the pool: validated artifacts are never removed

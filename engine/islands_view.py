@@ -80,7 +80,7 @@ def build_islands_view(strategy: Mapping[str, Any], artifacts: Iterable[Artifact
     options = island_options(strategy)
     if options is None:
         return None
-    from engine.config import LoongFlowConfig
+    from engine.strategy_config import LoongFlowConfig
     from engine.selection.islands import IslandArchive, IslandSettings
     from engine.strategy.boltzmann import island_tau
 

@@ -10,11 +10,13 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 __all__ = ["EvaluatorConfig", "RouteConfig"]
 
 
-class _Model(BaseModel):
+class StrictModel(BaseModel):
+    """The base of every config model: unknown keys are errors, assignments are validated."""
+
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
 
-class RouteConfig(_Model):
+class RouteConfig(StrictModel):
     """One of several endpoints serving a stage ([task_llm] endpoints = [...]): it inherits the
     stage's settings (model, timeouts, retries, ...) and overrides what it names."""
 
@@ -37,7 +39,7 @@ class RouteConfig(_Model):
         return v.rstrip("/")
 
 
-class EvaluatorConfig(_Model):
+class EvaluatorConfig(StrictModel):
     """Where program evaluations run ([evaluator]; README "Evaluating on a Ray cluster")."""
 
     backend: Literal["local", "ray"] = "local"

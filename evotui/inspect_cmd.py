@@ -56,7 +56,7 @@ def _islands(record) -> list[dict] | None:
     strategy = (record.summary or {}).get("strategy") or (record.config.get("strategy") or {}).get("name")
     if strategy != "loongflow":
         return None
-    from engine.config import LoongFlowConfig
+    from engine.strategy_config import LoongFlowConfig
     from engine.run_state import artifact_from_row
     from engine.selection.islands import IslandArchive, IslandSettings
     from engine.strategy.boltzmann import island_tau

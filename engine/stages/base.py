@@ -96,6 +96,14 @@ class KindHandlers:
     def ended(self, item: WorkItem) -> None:
         ended(self.strategy, item)
 
+    async def validation_traces(self, parts) -> list[dict]:
+        """A hot-swapped edit (engine/hot_swap.py) on the whole validation set; the kinds of named
+        components (prompt, adapter) implement it. A program is one text: nothing to edit by name."""
+        from engine.hot_swap import HotSwapError  # hot_swap is not a stage module: imported on use
+
+        raise HotSwapError(f"a {self.kind} task run cannot validate an edited component; hot-swap needs a "
+                           "prompt task or an evotui.optimize (adapter) run")
+
     def figures(self) -> dict:
         return {}
 

@@ -41,7 +41,7 @@ class AgentContext:
 
 
 def settings_from(options: Mapping[str, object]) -> ContextEvolveSettings:
-    # engine/config.py (ContextEvolveConfig) validated these; a run built without a config has none.
+    # engine/strategy_config.py (ContextEvolveConfig) validated these; a run built without a config has none.
     known = {f.name for f in fields(ContextEvolveSettings)}
     return ContextEvolveSettings(**{k: v for k, v in options.items() if k in known})  # type: ignore[arg-type]
 

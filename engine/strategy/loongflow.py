@@ -25,7 +25,7 @@ SELECTOR_KEYS = ("temperature_rule", "tau_base", "explore_prob", "stagnation_k")
 
 
 def _options(params: SearchParams) -> Mapping[str, object]:
-    # engine/config.py (LoongFlowConfig) validated these; a run built without a config has none.
+    # engine/strategy_config.py (LoongFlowConfig) validated these; a run built without a config has none.
     return params.options.get("loongflow", {})
 
 
