@@ -142,16 +142,10 @@ class ComponentsView:
         return self.index.of_artifact(self.active_id).get(name) if self.active_id else None
 
 
-def _regions(component: object) -> int:
-    regions = getattr(component, "frozen_regions", None)
-    return len(regions) if isinstance(regions, (list, tuple)) else 0
-
-
 def components_view(artifacts: Iterable[Artifact], active_id: str | None) -> ComponentsView | None:
     """The components of a run's artifacts; None when none has named components (a one-string
-    run has nothing to show by name). Kind and frozen regions come from the active artifact's
-    Component (else the newest committed one naming it), read with getattr: older Components
-    carry neither."""
+    run has nothing to show by name). Type and frozen regions come from the active artifact's
+    Component (else the newest committed one naming it)."""
     arts = committed_order(artifacts)
     if not any(a.components is not None for a in arts):
         return None
@@ -164,8 +158,8 @@ def components_view(artifacts: Iterable[Artifact], active_id: str | None) -> Com
     for name, history in index.history.items():
         part = next((c for a in sources for c in a.components or () if c.name == name), None)
         entries.append(ComponentEntry(
-            name=name, type=getattr(part, "type", None), evolvable=history[-1].evolvable,
-            frozen_regions=_regions(part), versions=tuple(reversed(history)),
+            name=name, type=part.type if part is not None else None, evolvable=history[-1].evolvable,
+            frozen_regions=len(part.frozen) if part is not None else 0, versions=tuple(reversed(history)),
             active=active[name].version if name in active else None))
     return ComponentsView(active_id, tuple(entries), index)
 

@@ -88,9 +88,10 @@ async def test_lists_components_with_kind_flag_and_versions_newest_first_active_
             "c:tool_lookup", "v:tool_lookup@1.0.2", "v:tool_lookup@1.0.0",
             "c:round_total", "v:round_total@1.0.4", "v:round_total@1.0.0",
             "c:house", "v:house@1.0.0"]
-        assert "prompt · evolvable · 3 versions" in option_text(screen, "c:system")
-        assert "code · evolvable" in option_text(screen, "c:round_total")
-        assert "text · frozen · 1 version" in option_text(screen, "c:house")
+        assert "prompt · evolvable" in option_text(screen, "c:system")
+        assert "tool_code · evolvable · 1 frozen region" in option_text(screen, "c:round_total")
+        assert "tool_description · evolvable" in option_text(screen, "c:tool_lookup")
+        assert "text · frozen" in option_text(screen, "c:house")
         # The active artifact a000011 carries system@1.0.3 (made in a000008) and round_total@1.0.4.
         assert option_text(screen, "v:system@1.0.3").startswith("★") and "active" in option_text(screen, "v:system@1.0.3")
         assert option_text(screen, "v:round_total@1.0.4").startswith("★")

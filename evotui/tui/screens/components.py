@@ -299,7 +299,7 @@ read-only view refuses them. **a** selects the active version, **m** switches un
                     "validation set, committed as a new version and made active."),
                     lambda yes: confirmed(edit, yes))
 
-        self.app.push_screen(EditComponentScreen(active), edited)
+        self.app.push_screen(EditComponentScreen(active, entry.frozen_regions if entry else 0), edited)
 
 
 class EditComponentScreen(ModalScreen[tuple[str, str] | None]):
@@ -308,14 +308,17 @@ class EditComponentScreen(ModalScreen[tuple[str, str] | None]):
 
     BINDINGS = EDIT_BINDINGS
 
-    def __init__(self, active: ComponentVersion) -> None:
+    def __init__(self, active: ComponentVersion, frozen_regions: int = 0) -> None:
         super().__init__()
         self.active = active
+        self.frozen_regions = frozen_regions
 
     def compose(self) -> ComposeResult:
+        keep = f"; keep its {self.frozen_regions} frozen region{'s' if self.frozen_regions != 1 else ''} verbatim" \
+            if self.frozen_regions else ""
         with Vertical(classes="dialog", id="edit-dialog"):
             yield Static(f"Edit {self.active.component} (active: {self.active.spec}, artifact "
-                         f"{self.active.artifact_id})", classes="question")
+                         f"{self.active.artifact_id}){keep}", classes="question")
             yield TextArea(self.active.text, id="edit-text", soft_wrap=True)
             yield Input(placeholder="reason (optional); enter submits", id="edit-reason")
             yield Static("[b]ctrl+s[/] submit · [b]tab[/] to the reason · [b]esc[/] cancel", classes="hint")

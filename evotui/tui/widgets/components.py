@@ -21,8 +21,6 @@ def component_label(entry: ComponentEntry) -> Text:
     kind.append("evolvable" if entry.evolvable else "frozen")
     if entry.frozen_regions:
         kind.append(f"{entry.frozen_regions} frozen region{'s' if entry.frozen_regions != 1 else ''}")
-    n = len(entry.versions)
-    kind.append(f"{n} version{'s' if n != 1 else ''}")
     label = Text(entry.name, style="bold")
     label.append("  " + " · ".join(kind))
     return label
