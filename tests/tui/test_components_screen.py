@@ -6,6 +6,7 @@ then on a live sepl run of the agent task and on an attach to its stored run."""
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,7 @@ from engine.store.store import Store
 from evotui.tui.app import EvoApp
 from evotui.tui.attach import AttachBackend
 from evotui.tui.backend import Backend, BackendError, LiveBackend
+from evotui.tui.screens import components as components_screen
 from evotui.tui.screens.base import ConfirmScreen, ReasonScreen
 from evotui.tui.screens.components import ComponentsScreen, EditComponentScreen
 from evotui.tui.settings import UISettings
@@ -224,6 +226,33 @@ async def test_a_read_only_view_refuses_restore_and_edit_with_a_notice():
         await Backend().restore("a000003", "")
     with pytest.raises(BackendError, match="read-only"):
         await Backend().edit_component("system", "x", "")
+
+
+class CountingBackend(ComponentsBackend):
+    reads = 0
+
+    async def audit_rows(self) -> list[dict] | None:
+        self.reads += 1
+        return await super().audit_rows()
+
+
+async def test_audit_rows_are_read_again_when_the_pool_moved_at_most_every_few_seconds(monkeypatch):
+    now = [1000.0]
+    monkeypatch.setattr(components_screen, "clock", lambda: now[0])
+    backend = CountingBackend()
+    app = components_app(backend)
+    async with app.run_test(size=(80, 24)) as pilot:
+        screen = await opened(pilot)
+        assert backend.reads == 1
+        backend.snap = replace(backend.snap, pool_version=backend.snap.pool_version + 1)
+        app.sampler.tick()
+        await pilot.pause()
+        assert backend.reads == 1 and screen.retry_timer is not None  # too soon: a timer reads later
+        now[0] += components_screen.AUDIT_REFRESH_S
+        backend.snap = replace(backend.snap, pool_version=backend.snap.pool_version + 1)
+        app.sampler.tick()
+        await until(pilot, lambda: backend.reads == 2 and screen.loaded and not screen.loading)
+        assert screen.retry_timer is None
 
 
 async def test_the_screen_is_offered_only_for_a_run_of_named_components():

@@ -7,6 +7,7 @@ confirmation; a read-only view refuses them with a notice."""
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Any, Awaitable
 
@@ -14,6 +15,7 @@ from textual import on
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.message import Message
+from textual.timer import Timer
 from textual.screen import ModalScreen
 from textual.widgets import Input, OptionList, Static, TextArea
 from textual.widgets.option_list import Option, OptionDoesNotExist
@@ -37,6 +39,11 @@ class AuditLoaded(Message):
 class ActionDone(Message):
     text: str
     error: str = ""
+
+
+AUDIT_REFRESH_S = 2.0
+"""Least time between two reads of the audit rows while the pool moves (each reads them all)."""
+clock = time.monotonic
 
 
 def _option_id(name: str, version: str | None = None) -> str:
@@ -66,6 +73,8 @@ read-only view refuses them. **a** selects the active version, **m** switches un
         self.loaded = False
         self.loading = False
         self._loaded_version: int | None = None
+        self._read_at = float("-inf")
+        self.retry_timer: Timer | None = None
         self.busy = ""
         """The restore or hot-swap under way (one at a time)."""
         self._shown: tuple | None = None
@@ -83,20 +92,36 @@ read-only view refuses them. **a** selects the active version, **m** switches un
     def refresh_body(self, frame: Frame, app) -> None:
         version = frame.snap.pool_version
         if version != self._loaded_version and not self.loading:
-            self._load_audit(version)
+            wait = self._read_at + AUDIT_REFRESH_S - clock()
+            if wait <= 0:
+                self._load_audit(version)
+            elif self.retry_timer is None:
+                # A quiet sampler may apply no other frame: read again when the interval is over.
+                self.retry_timer = self.set_timer(wait, self._retry, name="audit-retry")
         view = app.backend.components()
         if view is None:
-            self.query_one("#audit", Static).update("This run's artifacts have no named components "
-                                                    "([[component]] tables in task.toml).")
+            self.query_one("#audit", Static).update(
+                "No committed artifact yet: the seed is being evaluated." if app.backend.has_components else
+                "This run's artifacts have no named components ([[component]] tables in task.toml).")
             return
         if view is not self.view:
             self.view = view
             self._rebuild()
         self.show_selected()
 
+    def _retry(self) -> None:
+        self.retry_timer = None
+        frame = self.app.sampler.frame
+        if frame is not None and not self.loading:
+            self._load_audit(frame.snap.pool_version)
+
     def _load_audit(self, version: int) -> None:
+        if self.retry_timer is not None:
+            self.retry_timer.stop()
+            self.retry_timer = None
         self.loading = True
         self._loaded_version = version
+        self._read_at = clock()
         self.run_worker(self._read_audit(), name="audit", group="components-audit", exclusive=True,
                         exit_on_error=False, description="read the run's audit rows")
 
@@ -158,7 +183,8 @@ read-only view refuses them. **a** selects the active version, **m** switches un
             return None
         kind, _, spec = option.id.partition(":")
         if kind == "c":
-            return self.view.active(spec) or self.view.entry(spec).versions[0]  # type: ignore[union-attr]
+            entry = self.view.entry(spec)
+            return self.view.active(spec) or (entry.versions[0] if entry is not None else None)
         name, _, version = spec.rpartition("@")
         return self.view.find(name, version)
 
@@ -196,10 +222,11 @@ read-only view refuses them. **a** selects the active version, **m** switches un
 
     def action_goto_active(self) -> None:
         cv = self.selected()
-        if cv is None or self.view is None or self.view.active(cv.component) is None:
+        active = self.view.active(cv.component) if cv is not None and self.view is not None else None
+        if active is None:
             self.notify("No active version to select", severity="warning")
             return
-        self._highlight(_option_id(cv.component, self.view.active(cv.component).version))  # type: ignore[union-attr]
+        self._highlight(_option_id(active.component, active.version))
 
     def action_diff_mode(self) -> None:
         self.query_one(DiffView).toggle_mode()
