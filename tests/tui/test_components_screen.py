@@ -340,3 +340,55 @@ async def test_live_sepl_run_restore_and_hot_swap_from_the_screen_then_attach_is
             assert app.screen is screen and "read-only" in messages(app, "warning")[-1]
     finally:
         await attach.close()
+
+
+async def stored(db: Path, run_id: str, table: str) -> list[dict]:
+    async with await Store.open(db, create=False, readonly=True) as store:
+        return await store.fetch_rows(table, run_id)
+
+
+async def test_attach_restores_and_hot_swaps_through_the_control_socket(tmp_path: Path):
+    from evotui.control import ControlServer, socket_path
+
+    db = tmp_path / "runs.db"
+    run = await EngineRun.create("agent_tools", [("test", LIVE)], db)
+    server = ControlServer(run, socket_path(db, run.ctx.run_id))
+    assert await server.start(), server.problem
+    engine = asyncio.create_task(run.run())
+    attach = AttachBackend(db, run.ctx.run_id)
+    try:
+        loop = asyncio.get_running_loop()
+        end = loop.time() + 90
+        while not ((v := run.ctx.pool.confirmed()) and len(v) > 1):
+            assert loop.time() < end and not engine.done(), "no commit in time"
+            await asyncio.sleep(0.05)
+        run.pause()  # nothing new is admitted while the test acts
+        await attach.start()
+        assert attach.can_control
+
+        def older():  # a version whose artifact is not the active one, once the commit is on disk
+            view = attach.components()
+            return next((cv for c in view.components for cv in c.versions if cv.artifact_id != view.active_id),
+                        None) if view is not None else None
+
+        while (target := older()) is None:
+            assert loop.time() < end, "the commit never reached the database"
+            await asyncio.sleep(0.05)  # attach reads the database once a second
+        done = await attach.restore(target.artifact_id, "via the socket")
+        assert done["artifact_id"] == target.artifact_id and done["by"] == "control"
+        while not any(e["kind"] == "restore" and e["artifact_id"] == target.artifact_id
+                      for e in await stored(db, run.ctx.run_id, "pool_events")):
+            assert loop.time() < end, "the restore never reached the database"
+            await asyncio.sleep(0.05)
+        active = attach.components().active("system")
+        swapped = await attach.edit_component("system", active.text + "\nBe brief.", "tighter")
+        assert swapped["component"] == "system" and swapped["artifact_id"] in run.ctx.pool
+        assert [r["component"] for r in await stored(db, run.ctx.run_id, "audit") if r["transition"] == "hot_swap"] \
+            == ["system"]  # the reply means the edit is on disk
+        with pytest.raises(BackendError, match="frozen"):
+            await attach.edit_component("house", "Say anything.", "")
+    finally:
+        run.stop("test over")
+        await engine
+        await attach.close()
+        await server.close()
