@@ -100,6 +100,12 @@ async def test_lists_components_with_kind_flag_and_versions_newest_first_active_
         assert not option_text(screen, "v:system@1.0.1").startswith("★")
         # The selection starts on the first component's active version.
         assert screen.selected().spec == "system@1.0.3"
+        # Every action is in the command palette and the F1 help.
+        titles = [c.title for c in app.get_system_commands(screen)]
+        for action in ("Restore the selected version", "Hot-swap: edit the selected component", "Diff the selected"):
+            assert any(t.startswith(action) for t in titles), titles
+        await pilot.press("f1")
+        assert screen.query("HelpPanel")
 
 
 async def test_the_diff_is_against_the_parent_version_and_v_diffs_against_the_active_one():
