@@ -173,6 +173,10 @@ class VersionAudit:
     attempts: tuple[tuple[dict, ...], ...]
 
 
+def _detail(row: dict) -> dict:
+    return row.get("detail") or {}
+
+
 def version_audit(rows: Sequence[dict], view: ComponentsView, cv: ComponentVersion) -> VersionAudit:
     """Select from a run's audit rows (store.fetch_rows("audit", ...)) those about `cv`."""
     by_item: dict[str, list[dict]] = {}
@@ -181,18 +185,16 @@ def version_audit(rows: Sequence[dict], view: ComponentsView, cv: ComponentVersi
     made: list[dict] = []
     attempts: list[tuple[dict, ...]] = []
     for item_rows in by_item.values():
-        details = [r.get("detail") or {} for r in item_rows]
         if any(r["transition"] == "hot_swap" and r["item_id"] == cv.artifact_id and r["component"] == cv.component
                for r in item_rows):
             made.extend(item_rows)
             continue
-        commit = item_rows[-1]
-        if any(r["transition"] == "commit" and d.get("artifact_id") == cv.artifact_id
-               and cv.component in (d.get("versions") or {}) for r, d in zip(item_rows, details)):
+        if any(r["transition"] == "commit" and _detail(r).get("artifact_id") == cv.artifact_id
+               and cv.component in (_detail(r).get("versions") or {}) for r in item_rows):
             made.extend(item_rows)
             continue
-        parent = next((d.get("parent_id") for r, d in zip(item_rows, details) if r["transition"] == "reflect"), None)
-        if (parent and commit["decision"] != "accepted" and item_rows[0]["component"] == cv.component
+        parent = next((_detail(r).get("parent_id") for r in item_rows if r["transition"] == "reflect"), None)
+        if (parent and item_rows[-1]["decision"] != "accepted" and item_rows[0]["component"] == cv.component
                 and view.index.of_artifact(str(parent)).get(cv.component) == cv):
             attempts.append(tuple(item_rows))
     return VersionAudit(tuple(made), tuple(attempts))

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any, Awaitable
+from typing import Any, Awaitable, Callable
 
 from textual import on
 from textual.app import ComposeResult
@@ -249,13 +249,13 @@ read-only view refuses them. **a** selects the active version, **m** switches un
             return True
         return False
 
-    def _start(self, label: str, work: Awaitable[Any], done) -> None:
+    def _start(self, label: str, work: Awaitable[Any], done: Callable[[Any], str]) -> None:
         self.busy = label
         self.notify(f"{label[0].upper()}{label[1:]}…", timeout=3)
         self.run_worker(self._act(work, done), name="components-action", group="components-action",
                         exit_on_error=False, description=label)
 
-    async def _act(self, work: Awaitable[Any], done) -> None:
+    async def _act(self, work: Awaitable[Any], done: Callable[[Any], str]) -> None:
         try:
             result = await work
         except BackendError as exc:
