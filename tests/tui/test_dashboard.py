@@ -188,7 +188,7 @@ async def test_the_status_line_shows_speculation(size):
 
 def test_keymap_clashes_are_refused_naming_the_other_binding():
     with pytest.raises(UISettingsError, match=r"'q' for pause clashes with quit \(q\) on the dashboard, review, "
-                                              r"lineage, islands, analysis and diff screens"):
+                                              r"lineage, islands, analysis, components and diff screens"):
         check_keymap({"pause": "q"}, binding_ids())
     with pytest.raises(UISettingsError, match=r"'r' for review.approve clashes with review.reject \(r\) on the review"):
         check_keymap({"review.approve": "r"}, binding_ids())
