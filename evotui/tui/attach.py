@@ -23,8 +23,9 @@ from engine.run_state import artifact_from_row, change_from_row
 from engine.snapshot import EngineSnapshot, StoredRun, build_snapshot
 from engine.store.store import Store, StoreError
 from evotui.control import ControlClient, ControlError, snapshot_from_dict, socket_path
-from evotui.tui.backend import (READ_ONLY, ArtifactView, Backend, BackendError, Cached, Frame, IslandsCache, LLMStat,
-                                analysis_of, provenance, rounded)
+from evotui.tui.backend import READ_ONLY, ArtifactView, Backend, BackendError, Frame, LLMStat, analysis_of, provenance
+from evotui.tui.caches import Cached, IslandsCache
+from evotui.tui.log_lines import rounded
 
 POLL_S = 1.0
 

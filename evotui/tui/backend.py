@@ -14,29 +14,24 @@ import statistics
 import time
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Mapping
 
 from engine.component_versions import ComponentsView, components_view
 from engine.events import Event
 from engine.hot_swap import HotSwapError, hot_swap
 from engine.history import RunHistory, SnapshotFeed
 from engine.history_db import load_history
-from engine.islands_view import IslandsView, build_islands_view, island_options
+from engine.islands_view import IslandsView, island_options
 from evotui.control import ControlError, apply_command
 from engine.pipeline.review import PendingReview, ReviewError
-from engine.pool import Artifact, PoolError
+from engine.pool import PoolError
 from engine.run_admin import AdminError, restore_with
 from engine.run_analysis import RunAnalysis, analyze_run
 from engine.snapshot import EngineSnapshot
 from engine.store.store import Store, StoreError
 from engine.trace.errors import TraceError
-
-LOG_KINDS = frozenset({
-    "run_started", "run_finished", "candidate_accepted", "candidate_rejected", "item_failed",
-    "stale_discarded", "worker_reallocated", "state_changed", "review_requested", "review_decided",
-    "policy_changed", "llm_error",
-})
-
+from evotui.tui.caches import Cached, IslandsCache
+from evotui.tui.log_lines import decision_line, event_line
 
 class BackendError(Exception):
     """A control command failed; the message is shown to the user as is."""
@@ -141,39 +136,6 @@ def percentile(values: list[float], q: float) -> float | None:
     return statistics.quantiles(values, n=100, method="inclusive")[int(q) - 1]
 
 
-def event_line(event: Event) -> str | None:
-    """One log line for an event worth showing, else None."""
-    if event.kind not in LOG_KINDS:
-        return None
-    d = event.to_dict()
-    stamp = time.strftime("%H:%M:%S", time.localtime(d.pop("t")))
-    kind = d.pop("event")
-    d.pop("minibatch", None)
-    if kind == "candidate_accepted":
-        # Accepted means "joined the population" (for program tasks every candidate that
-        # evaluates does); only some of those beat every earlier artifact. Said first, so an
-        # 80-column log shows it.
-        kind += ": NEW BEST" if d.pop("best", False) else ": joined the population"
-    detail = " ".join(f"{k}={rounded(v)}" for k, v in d.items() if v not in ("", None))
-    return f"{stamp} {kind} {detail}"
-
-
-def rounded(value: Any) -> Any:
-    """Floats to 3 decimals (1,234 above a thousand) for the log; anything else as it is."""
-    if isinstance(value, float):
-        return f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.3f}"
-    return value
-
-
-def decision_line(event: Event) -> str | None:
-    d = event.to_dict()
-    if event.kind == "staleness_decision" and d["gap"]:
-        return f"{d['item_id']} {d['stage']} gap {d['gap']} -> {d['decision']}"
-    if event.kind == "review_decided":
-        return f"{d['item_id']} review@{d['gate']} -> {d['decision']}"
-    return None
-
-
 async def analysis_of(db_path, run_id: str) -> RunAnalysis:
     """`evotui analyze`'s figures for a run, read from its database; failures as BackendError."""
     try:
@@ -197,36 +159,8 @@ async def audit_rows_of(db_path, run_id: str) -> list[dict]:
         await store.close()
 
 
-class Cached:
-    """A value rebuilt only when its key changed (e.g. the pool version)."""
-
-    def __init__(self) -> None:
-        self._key: object = None
-        self._value: Any = None
-
-    def get(self, key: object, build: Callable[[], Any]) -> Any:
-        if key != self._key:
-            self._value = build()
-            self._key = key
-        return self._value
-
-
 READ_ONLY = ("this view is read-only: no live driver takes {what} (restore a stored run with "
              "`evotui restore RUN NAME@X.Y.Z`; a hot-swap needs a live run)")
-
-
-class IslandsCache:
-    """The islands view rebuilt only when the pool changed (the fold is linear in the artifacts)."""
-
-    def __init__(self) -> None:
-        self._key: object = None
-        self._view: IslandsView | None = None
-
-    def get(self, key: object, strategy: Mapping[str, Any], artifacts: Callable[[], Iterable[Artifact]]) -> IslandsView | None:
-        if key != self._key:
-            self._view = build_islands_view(strategy, artifacts())
-            self._key = key
-        return self._view
 
 
 class Backend:

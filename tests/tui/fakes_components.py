@@ -11,7 +11,8 @@ from engine.component_versions import ComponentsView, components_view
 from engine.components import Component, render
 from engine.pool import Artifact
 from evotui.tui.app import EvoApp
-from evotui.tui.backend import Backend, BackendError, Cached
+from evotui.tui.backend import Backend, BackendError
+from evotui.tui.caches import Cached
 from evotui.tui.launch import prepare
 from tests.tui.fakes import FrozenBackend
 

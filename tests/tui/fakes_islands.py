@@ -8,7 +8,8 @@ from dataclasses import replace
 
 from engine.islands_view import IslandsView, build_islands_view
 from engine.pool import Artifact
-from evotui.tui.backend import ArtifactView, IslandsCache
+from evotui.tui.backend import ArtifactView
+from evotui.tui.caches import IslandsCache
 from tests.tui.fakes import FrozenBackend
 
 STRATEGY = {"name": "loongflow", "loongflow": {"islands": 3, "migration_interval": 5, "bins": 3}}

@@ -12,7 +12,7 @@ import pytest
 from textual.widgets import Footer, TabbedContent
 
 from engine import events as ev
-from evotui.tui.backend import event_line
+from evotui.tui.log_lines import event_line
 from evotui.tui.keymap import binding_ids
 from evotui.tui.settings import UISettingsError, check_keymap
 from evotui.tui.widgets.plots import HistoryPlot

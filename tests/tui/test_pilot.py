@@ -4,7 +4,6 @@ decisions persisted in the reviews table."""
 from __future__ import annotations
 
 import asyncio
-import os
 import stat
 from pathlib import Path
 
