@@ -315,6 +315,20 @@ def enforce(parent: Sequence[Component], child: Sequence[Component]
     return tuple(out), refused
 
 
+def enforce_rendering(parts: Components, child: str) -> tuple[str | None, list[str], dict[str, tuple[str, str]]]:
+    """A proposal's rendering with the rules applied (see `enforce`): (the rendering, the names
+    still changed, the refused ones), or (None, [], refused) when no change is left. A rendering
+    whose headers do not match `parts` is returned as it is."""
+    proposed = parse_rendering(child, parts)
+    if proposed is None:
+        return child, changed(parts, parts), {}
+    kept, refused = enforce(parts, proposed)
+    if not refused:
+        return child, changed(parts, proposed), {}
+    left = changed(parts, kept)
+    return (render(kept) if left else None), left, refused
+
+
 def _quoted_region(region: str) -> str:
     return "\n".join(f"> {line}" if line else ">" for line in region.splitlines())
 

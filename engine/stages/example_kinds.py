@@ -57,19 +57,15 @@ class ExampleKindMixin:
         (None, [], why) when no change is left. Each refusal is counted in the tally's
         fail_reasons as "component refused: <why>" and listed in item.payload["refused_components"]
         (the child's meta keeps it)."""
-        proposed = components.parse_rendering(child, parts)
-        if proposed is None:  # the reply parser renders from `parts`: cannot happen, kept safe
-            return child, changed, ""
-        kept, refused = components.enforce(parts, proposed)
+        kept, left, refused = components.enforce_rendering(parts, child)
         if not refused:
             return child, changed, ""
         for key, _ in refused.values():
             self.ctx.tally.fail_reasons[f"component refused: {key}"] += 1
         item.payload["refused_components"] = {name: message for name, (_, message) in refused.items()}
-        left = components.changed(parts, kept)
-        if not left:
+        if kept is None:
             return None, [], "component update refused: " + "; ".join(m for _, m in refused.values())
-        return components.render(kept), left, ""
+        return kept, left, ""
 
     def figures(self) -> dict:
         """Refused component updates by reason (frozen region, invalid tool_code, ...), when the

@@ -34,13 +34,12 @@ def child_of(reply: str, parent: dict[str, Any], cand: dict[str, Any]) -> tuple[
     changed = ((cand.get("item") or {}).get("payload") or {}).get("changed_components")
     targets = list(changed) if changed else components.evolvable(parts)
     child, _names, why = reflection.parse_component_reply(reply, parts, targets)
-    proposed = components.parse_rendering(child, parts) if child is not None else None
-    if proposed is not None:  # the run's rules (frozen regions, the types' syntax), as propose applies them
-        kept, refused = components.enforce(parts, proposed)
-        if refused and not components.changed(parts, kept):
-            return None, "component update refused: " + "; ".join(m for _, m in refused.values())
-        child = components.render(kept)
-    return child, why
+    if child is None:
+        return None, why
+    kept, _, refused = components.enforce_rendering(parts, child)  # the run's rules, as propose applies them
+    if kept is None:
+        return None, "component update refused: " + "; ".join(m for _, m in refused.values())
+    return kept, why
 
 
 class ValScorer:
