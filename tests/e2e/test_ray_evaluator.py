@@ -51,8 +51,24 @@ class Head:
             time.sleep(0.2)
 
     def join(self) -> subprocess.Popen:
-        """A second node (1 CPU) in its own session; kill its process group to lose it."""
-        return _ray_start([f"--address={self.address}", "--num-cpus=1"])
+        """A second node (1 CPU) in its own session; kill its process group to lose it. Returns once
+        the cluster counts it: on a loaded machine a node can take seconds to register, and a run
+        started before that sees one node and never schedules on the other."""
+        node = _ray_start([f"--address={self.address}", "--num-cpus=1"])
+        deadline = time.monotonic() + 120
+        while self.alive_nodes() < 2:
+            assert node.poll() in (None, 0), "ray start (the second node) failed"
+            assert time.monotonic() < deadline, "the second Ray node did not register within 120 s"
+            time.sleep(0.5)
+        return node
+
+    def alive_nodes(self) -> int:
+        """The cluster's live nodes, asked by a short-lived driver of its own."""
+        probe = "import ray; ray.init(address=%r, logging_level='ERROR'); print(sum(n['Alive'] for n in ray.nodes()))"
+        out = subprocess.run([sys.executable, "-c", probe % self.address], capture_output=True, text=True,
+                             timeout=120, env={**os.environ, **RAY_ENV})
+        lines = out.stdout.strip().splitlines()
+        return int(lines[-1]) if out.returncode == 0 and lines and lines[-1].isdigit() else 0
 
     def _listening(self) -> bool:
         with socket.socket() as s:
