@@ -1,8 +1,10 @@
 import json
 import os
 import socket
+import sqlite3
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -33,3 +35,18 @@ def free_port() -> int:
 @pytest.fixture
 def db(tmp_path: Path) -> Path:
     return tmp_path / "runs.db"
+
+
+def wait_live(what: str, proc: subprocess.Popen, ready, timeout: float = 120.0) -> None:
+    """Poll `ready()` until it holds while `proc` (a live `evotui run`) is still running; the
+    database may not exist yet (OperationalError counts as not ready)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, (what, proc.communicate())
+        try:
+            if ready():
+                return
+        except sqlite3.OperationalError:
+            pass  # the database is being created
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")

@@ -9,13 +9,11 @@ import signal
 import sqlite3
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 from evotui.control import socket_path
-from tests.e2e.conftest import FAST, ROOT, evotui, summary_of
+from tests.e2e.conftest import FAST, ROOT, evotui, summary_of, wait_live
 
-TIMEOUT = 120.0
 TRANSITIONS = ["reflect", "select", "improve"]
 
 
@@ -104,19 +102,6 @@ def test_sepl_writes_an_audit_row_per_transition_and_versions_follow_commits(db)
     assert none.returncode == 2 and "needs a COMPONENT" in none.stderr
 
 
-def _wait(what: str, proc: subprocess.Popen, ready) -> None:
-    deadline = time.monotonic() + TIMEOUT
-    while time.monotonic() < deadline:
-        assert proc.poll() is None, (what, proc.communicate())
-        try:
-            if ready():
-                return
-        except sqlite3.OperationalError:
-            pass  # the database is being created
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 NEW_CODE = 'def round_total(x):\n    """Hot-swapped: round to cents."""\n    return round(x, 2)'
 
 
@@ -126,10 +111,10 @@ def test_hot_swap_through_the_control_socket_survives_kill_and_resume(db):
          "--db", str(db), "--quiet", "--max-proposals", "400", "--time-scale", "40"],
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        _wait("the run row", proc, lambda: db.exists() and bool(_rows(db, "SELECT run_id FROM runs")))
+        wait_live("the run row", proc, lambda: db.exists() and bool(_rows(db, "SELECT run_id FROM runs")))
         run_id = _rows(db, "SELECT run_id FROM runs")[0][0]
-        _wait("the control socket", proc, socket_path(db, run_id).exists)
-        _wait("the seed", proc, lambda: bool(_rows(db, "SELECT 1 FROM pool_events WHERE run_id = ?", run_id)))
+        wait_live("the control socket", proc, socket_path(db, run_id).exists)
+        wait_live("the seed", proc, lambda: bool(_rows(db, "SELECT 1 FROM pool_events WHERE run_id = ?", run_id)))
         frozen = evotui("edit", run_id, "house", "--text", "Say anything.", "--db", str(db))
         assert frozen.returncode == 2 and "frozen" in frozen.stderr and "Traceback" not in frozen.stderr
         unknown = evotui("edit", run_id, "nosuch", "--text", "x", "--db", str(db))
@@ -158,9 +143,9 @@ def test_hot_swap_through_the_control_socket_survives_kill_and_resume(db):
         before = _versions(db, run_id)
         swapped = [v for v in before["components"]["round_total"]["versions"] if v["artifact_id"] == hid]
         assert swapped and swapped[0]["text"] == NEW_CODE and json.loads(audit_detail)["version"] == swapped[0]["version"]
-        _wait("items admitted from the edit", proc, lambda: bool(_rows(
+        wait_live("items admitted from the edit", proc, lambda: bool(_rows(
             db, "SELECT 1 FROM items WHERE run_id = ? AND parent_artifact_id = ?", run_id, hid)))
-        _wait("a commit after the hot-swap", proc, lambda: bool(_rows(
+        wait_live("a commit after the hot-swap", proc, lambda: bool(_rows(
             db, "SELECT 1 FROM pool_events WHERE run_id = ? AND version > (SELECT max(version) FROM pool_events "
                 "WHERE run_id = ? AND artifact_id = ?)", run_id, run_id, hid)))
     finally:

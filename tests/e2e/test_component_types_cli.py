@@ -10,13 +10,10 @@ import signal
 import sqlite3
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 from evotui.control import socket_path
-from tests.e2e.conftest import FAST, ROOT, evotui, summary_of
-
-TIMEOUT = 120.0
+from tests.e2e.conftest import FAST, ROOT, evotui, summary_of, wait_live
 
 
 def _rows(db: Path, sql: str, *args) -> list[tuple]:
@@ -25,19 +22,6 @@ def _rows(db: Path, sql: str, *args) -> list[tuple]:
         return con.execute(sql, args).fetchall()
     finally:
         con.close()
-
-
-def _wait(what: str, proc: subprocess.Popen, ready) -> None:
-    deadline = time.monotonic() + TIMEOUT
-    while time.monotonic() < deadline:
-        assert proc.poll() is None, (what, proc.communicate())
-        try:
-            if ready():
-                return
-        except sqlite3.OperationalError:
-            pass  # the database is being created
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def _rules(db: Path, run_id: str) -> set[tuple[str, str, str, tuple[str, ...]]]:
@@ -65,10 +49,10 @@ def test_hot_swap_refusals_components_view_and_kill_resume_keep_the_types(db: Pa
          "--quiet", "--max-proposals", "400", "--time-scale", "40"],
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        _wait("the run row", proc, lambda: db.exists() and bool(_rows(db, "SELECT run_id FROM runs")))
+        wait_live("the run row", proc, lambda: db.exists() and bool(_rows(db, "SELECT run_id FROM runs")))
         run_id = _rows(db, "SELECT run_id FROM runs")[0][0]
-        _wait("the control socket", proc, socket_path(db, run_id).exists)
-        _wait("the seed", proc, lambda: bool(_rows(db, "SELECT 1 FROM pool_events WHERE run_id = ?", run_id)))
+        wait_live("the control socket", proc, socket_path(db, run_id).exists)
+        wait_live("the seed", proc, lambda: bool(_rows(db, "SELECT 1 FROM pool_events WHERE run_id = ?", run_id)))
         region = evotui("edit", run_id, "round_total", "--text", "def total(x):\n    return round(x, 2)",
                         "--db", str(db))
         assert region.returncode == 2 and "Traceback" not in region.stderr
@@ -77,7 +61,7 @@ def test_hot_swap_refusals_components_view_and_kill_resume_keep_the_types(db: Pa
                         "--db", str(db))
         assert syntax.returncode == 2 and "component [round_total] is not valid Python (line 2" in syntax.stderr
         assert not _rows(db, "SELECT 1 FROM artifacts WHERE run_id = ? AND artifact_id LIKE 'h%'", run_id)
-        _wait("a committed child", proc, lambda: bool(_rows(
+        wait_live("a committed child", proc, lambda: bool(_rows(
             db, "SELECT 1 FROM artifacts WHERE run_id = ? AND status = 'confirmed' AND artifact_id != 'a000000'",
             run_id)))
     finally:

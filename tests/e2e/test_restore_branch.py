@@ -8,11 +8,10 @@ import signal
 import sqlite3
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 from evotui.control import socket_path
-from tests.e2e.conftest import FAST, ROOT, evotui, summary_of
+from tests.e2e.conftest import FAST, ROOT, evotui, summary_of, wait_live
 
 TIMEOUT = 120.0
 
@@ -127,26 +126,13 @@ def _start_live(db: Path, *extra: str) -> subprocess.Popen:
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
-def _wait(what: str, proc: subprocess.Popen, ready) -> None:
-    deadline = time.monotonic() + TIMEOUT
-    while time.monotonic() < deadline:
-        assert proc.poll() is None, (what, proc.communicate())
-        try:
-            if ready():
-                return
-        except sqlite3.OperationalError:
-            pass  # the database is being created
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 def _live_run_with_two_artifacts(db: Path) -> tuple[subprocess.Popen, str, str]:
     """A slow live run (its budget far away) that has committed something beyond the seed."""
     proc = _start_live(db, "--max-proposals", "400", "--time-scale", "40")
-    _wait("the run row", proc, lambda: bool(_rows(db, "SELECT run_id FROM runs")) if db.exists() else False)
+    wait_live("the run row", proc, lambda: bool(_rows(db, "SELECT run_id FROM runs")) if db.exists() else False)
     run_id = _rows(db, "SELECT run_id FROM runs")[0][0]
-    _wait("the control socket", proc, socket_path(db, run_id).exists)
-    _wait("a committed artifact", proc,
+    wait_live("the control socket", proc, socket_path(db, run_id).exists)
+    wait_live("a committed artifact", proc,
           lambda: len([a for a, (st, _) in _artifacts(db, run_id).items() if st == "confirmed"]) >= 1)
     return proc, run_id, "a000000"
 
@@ -177,7 +163,7 @@ def test_live_restore_survives_kill_and_resume(db):
     try:
         res = evotui("restore", run_id, seed, "--db", str(db))
         assert res.returncode == 0, res.stderr
-        _wait("the restore row", proc, lambda: bool(_restores(db, run_id)))
+        wait_live("the restore row", proc, lambda: bool(_restores(db, run_id)))
     finally:
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=10)
