@@ -13,7 +13,9 @@ from tests.e2e.conftest import FAST, evotui as cli, summary_of
 
 
 def _run(db: Path, proposals: int) -> str:
-    res = cli("run", "agent_tools", "--no-ui", "--mode", "async", "--db", str(db), "--max-proposals", str(proposals),
+    """Mode sync: the same seed commits the same versions on any machine, so the larger run has
+    versions the smaller one lacks (in async mode that held only by timing)."""
+    res = cli("run", "agent_tools", "--no-ui", "--mode", "sync", "--db", str(db), "--max-proposals", str(proposals),
               *FAST)
     assert res.returncode == 0, res.stderr[-2000:]
     return summary_of(res)["run_id"]
