@@ -93,7 +93,7 @@ async def hot_swap(handlers, component: object, text: object, reason: str, by: s
     current_item.set(None)
     try:
         traces = await handlers.validation_traces(parts)  # HotSwapError from a kind without components
-    except (CallFailed, ValueError) as exc:  # ValueError: the adapter's evaluate failed on the edit
+    except CallFailed as exc:  # a kind's own refusal (HotSwapError) passes through as it is
         raise HotSwapError(f"the edited artifact could not be validated ({exc}); nothing was changed") from None
     base_now = ctx.pool.get(base.artifact_id)  # still in the pool: validated artifacts are never removed
     art = Artifact(artifact_id=f"h{ctx.pool.version + 1:06d}", text=rendering, parent_ids=(base_now.artifact_id,),
