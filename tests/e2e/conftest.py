@@ -50,3 +50,12 @@ def wait_live(what: str, proc: subprocess.Popen, ready, timeout: float = 120.0) 
             pass  # the database is being created
         time.sleep(0.05)
     raise AssertionError(f"timed out waiting for {what}")
+
+
+def read_rows(db: Path, sql: str, *args) -> list[tuple]:
+    """A query on a database another process may be writing, through a read-only connection."""
+    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        return con.execute(sql, args).fetchall()
+    finally:
+        con.close()

@@ -6,23 +6,14 @@ from __future__ import annotations
 
 import json
 import signal
-import sqlite3
 import subprocess
 import sys
 from pathlib import Path
 
 from evotui.control import socket_path
-from tests.e2e.conftest import FAST, ROOT, evotui, summary_of, wait_live
+from tests.e2e.conftest import FAST, ROOT, evotui, summary_of, wait_live, read_rows
 
 TRANSITIONS = ["reflect", "select", "improve"]
-
-
-def _rows(db: Path, sql: str, *args) -> list[tuple]:
-    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
-    try:
-        return con.execute(sql, args).fetchall()
-    finally:
-        con.close()
 
 
 def _versions(db: Path, run_id: str) -> dict:
@@ -43,11 +34,11 @@ def test_sepl_writes_an_audit_row_per_transition_and_versions_follow_commits(db)
     assert s["strategy"] == "sepl" and s["best_score"] > s["seed_score"]
     run_id = s["run_id"]
     audit = json.loads(evotui("audit", run_id, "--db", str(db), "--json").stdout)
-    assert len(audit) == _rows(db, "SELECT count(*) FROM audit WHERE run_id = ?", run_id)[0][0] > 0
+    assert len(audit) == read_rows(db, "SELECT count(*) FROM audit WHERE run_id = ?", run_id)[0][0] > 0
     by_item: dict[str, list[dict]] = {}
     for row in audit:
         by_item.setdefault(row["item_id"], []).append(row)
-    proposed = {i for i, p in _rows(db, "SELECT item_id, payload_json FROM items WHERE run_id = ?", run_id)
+    proposed = {i for i, p in read_rows(db, "SELECT item_id, payload_json FROM items WHERE run_id = ?", run_id)
                 if "proposal" in json.loads(p)}
     assert set(by_item) == proposed  # every proposal is audited, whatever became of it
     accepted = 0
@@ -63,7 +54,7 @@ def test_sepl_writes_an_audit_row_per_transition_and_versions_follow_commits(db)
             accepted += 1
             assert kinds == TRANSITIONS + ["evaluate", "commit"] and rows[3]["decision"] == "passed"
             art = commit["detail"]["artifact_id"]
-            assert _rows(db, "SELECT operator FROM lineage WHERE run_id = ? AND child_id = ?", run_id, art)
+            assert read_rows(db, "SELECT operator FROM lineage WHERE run_id = ? AND child_id = ?", run_id, art)
             assert list(commit["detail"]["versions"]) == [commit["component"]]
         elif commit["decision"] == "rejected":
             assert rows[-2]["transition"] == "evaluate" and rows[-2]["decision"] == "failed"  # kept with the reason
@@ -89,7 +80,7 @@ def test_sepl_writes_an_audit_row_per_transition_and_versions_follow_commits(db)
     target = next((v for v in versions.values() if v["artifact_id"] != s["best_id"]), versions[first])
     res = evotui("restore", run_id, f"{name}@{target['version']}", "--reason", "version restore", "--db", str(db))
     assert res.returncode == 0, res.stderr
-    [(aid, detail)] = _rows(db, "SELECT artifact_id, detail_json FROM pool_events WHERE run_id = ? AND kind = "
+    [(aid, detail)] = read_rows(db, "SELECT artifact_id, detail_json FROM pool_events WHERE run_id = ? AND kind = "
                                 "'restore'", run_id)
     assert aid == target["artifact_id"] and json.loads(detail)["by"] == "cli"
     restored = _versions(db, run_id)  # nothing was committed since the restore: it is the active one
@@ -111,41 +102,41 @@ def test_hot_swap_through_the_control_socket_survives_kill_and_resume(db):
          "--db", str(db), "--quiet", "--max-proposals", "400", "--time-scale", "40"],
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        wait_live("the run row", proc, lambda: db.exists() and bool(_rows(db, "SELECT run_id FROM runs")))
-        run_id = _rows(db, "SELECT run_id FROM runs")[0][0]
+        wait_live("the run row", proc, lambda: db.exists() and bool(read_rows(db, "SELECT run_id FROM runs")))
+        run_id = read_rows(db, "SELECT run_id FROM runs")[0][0]
         wait_live("the control socket", proc, socket_path(db, run_id).exists)
-        wait_live("the seed", proc, lambda: bool(_rows(db, "SELECT 1 FROM pool_events WHERE run_id = ?", run_id)))
+        wait_live("the seed", proc, lambda: bool(read_rows(db, "SELECT 1 FROM pool_events WHERE run_id = ?", run_id)))
         frozen = evotui("edit", run_id, "house", "--text", "Say anything.", "--db", str(db))
         assert frozen.returncode == 2 and "frozen" in frozen.stderr and "Traceback" not in frozen.stderr
         unknown = evotui("edit", run_id, "nosuch", "--text", "x", "--db", str(db))
         assert unknown.returncode == 2 and "no component 'nosuch'" in unknown.stderr
-        assert not _rows(db, "SELECT 1 FROM artifacts WHERE run_id = ? AND artifact_id LIKE 'h%'", run_id)
+        assert not read_rows(db, "SELECT 1 FROM artifacts WHERE run_id = ? AND artifact_id LIKE 'h%'", run_id)
         res = evotui("edit", run_id, "round_total", "--text", NEW_CODE, "--reason", "fix rounding", "--db", str(db))
         assert res.returncode == 0, res.stderr
         assert "round_total@1.0." in res.stdout
-        [(hid, parents, meta)] = _rows(db, "SELECT artifact_id, parent_ids_json, meta_json FROM artifacts WHERE "
+        [(hid, parents, meta)] = read_rows(db, "SELECT artifact_id, parent_ids_json, meta_json FROM artifacts WHERE "
                                            "run_id = ? AND artifact_id LIKE 'h%'", run_id)
         assert json.loads(meta)["hot_swap"] == {"component": "round_total", "by": "control", "reason": "fix rounding"}
         [parent] = json.loads(parents)
-        assert _rows(db, "SELECT parent_id, operator FROM lineage WHERE run_id = ? AND child_id = ?", run_id, hid) == \
+        assert read_rows(db, "SELECT parent_id, operator FROM lineage WHERE run_id = ? AND child_id = ?", run_id, hid) == \
             [(parent, "edit")]
-        [(detail,)] = _rows(db, "SELECT detail_json FROM pool_events WHERE run_id = ? AND artifact_id = ? AND "
+        [(detail,)] = read_rows(db, "SELECT detail_json FROM pool_events WHERE run_id = ? AND artifact_id = ? AND "
                                 "kind = 'add'", run_id, hid)
         assert json.loads(detail)["component"] == "round_total" and json.loads(detail)["by"] == "control"
-        restores = _rows(db, "SELECT artifact_id, detail_json FROM pool_events WHERE run_id = ? AND kind = 'restore'",
+        restores = read_rows(db, "SELECT artifact_id, detail_json FROM pool_events WHERE run_id = ? AND kind = 'restore'",
                          run_id)
         assert restores[-1][0] == hid and json.loads(restores[-1][1])["by"] == "control"
         assert json.loads(restores[-1][1])["previous_best"] == parent  # what was active before the edit
-        [(decision, component, audit_detail)] = _rows(
+        [(decision, component, audit_detail)] = read_rows(
             db, "SELECT decision, component, detail_json FROM audit WHERE run_id = ? AND transition = 'hot_swap'",
             run_id)
         assert (decision, component) == ("committed", "round_total")
         before = _versions(db, run_id)
         swapped = [v for v in before["components"]["round_total"]["versions"] if v["artifact_id"] == hid]
         assert swapped and swapped[0]["text"] == NEW_CODE and json.loads(audit_detail)["version"] == swapped[0]["version"]
-        wait_live("items admitted from the edit", proc, lambda: bool(_rows(
+        wait_live("items admitted from the edit", proc, lambda: bool(read_rows(
             db, "SELECT 1 FROM items WHERE run_id = ? AND parent_artifact_id = ?", run_id, hid)))
-        wait_live("a commit after the hot-swap", proc, lambda: bool(_rows(
+        wait_live("a commit after the hot-swap", proc, lambda: bool(read_rows(
             db, "SELECT 1 FROM pool_events WHERE run_id = ? AND version > (SELECT max(version) FROM pool_events "
                 "WHERE run_id = ? AND artifact_id = ?)", run_id, run_id, hid)))
     finally:
@@ -157,7 +148,7 @@ def test_hot_swap_through_the_control_socket_survives_kill_and_resume(db):
     assert res.returncode == 0, res.stderr[-2000:]
     after = _versions(db, run_id)
     assert at_kill <= _all_versions(after)  # every version kept, same number, same text, same artifact
-    assert _rows(db, "SELECT count(*) FROM audit WHERE run_id = ? AND transition = 'hot_swap'", run_id) == [(1,)]
+    assert read_rows(db, "SELECT count(*) FROM audit WHERE run_id = ? AND transition = 'hot_swap'", run_id) == [(1,)]
     done = evotui("edit", run_id, "round_total", "--text", "def round_total(x):\n    return x", "--db", str(db))
     assert done.returncode == 2 and "a hot-swap edits a live run" in done.stderr
 

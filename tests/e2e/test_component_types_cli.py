@@ -7,27 +7,18 @@ from __future__ import annotations
 import json
 import shutil
 import signal
-import sqlite3
 import subprocess
 import sys
 from pathlib import Path
 
 from evotui.control import socket_path
-from tests.e2e.conftest import FAST, ROOT, evotui, summary_of, wait_live
-
-
-def _rows(db: Path, sql: str, *args) -> list[tuple]:
-    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
-    try:
-        return con.execute(sql, args).fetchall()
-    finally:
-        con.close()
+from tests.e2e.conftest import FAST, ROOT, evotui, summary_of, wait_live, read_rows
 
 
 def _rules(db: Path, run_id: str) -> set[tuple[str, str, str, tuple[str, ...]]]:
     """(artifact, component, type, frozen regions) of every stored artifact's components."""
     return {(aid, c["name"], c["type"], tuple(c["frozen"]))
-            for aid, parts in _rows(db, "SELECT artifact_id, components_json FROM artifacts WHERE run_id = ?", run_id)
+            for aid, parts in read_rows(db, "SELECT artifact_id, components_json FROM artifacts WHERE run_id = ?", run_id)
             for c in json.loads(parts)}
 
 
@@ -49,10 +40,10 @@ def test_hot_swap_refusals_components_view_and_kill_resume_keep_the_types(db: Pa
          "--quiet", "--max-proposals", "400", "--time-scale", "40"],
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        wait_live("the run row", proc, lambda: db.exists() and bool(_rows(db, "SELECT run_id FROM runs")))
-        run_id = _rows(db, "SELECT run_id FROM runs")[0][0]
+        wait_live("the run row", proc, lambda: db.exists() and bool(read_rows(db, "SELECT run_id FROM runs")))
+        run_id = read_rows(db, "SELECT run_id FROM runs")[0][0]
         wait_live("the control socket", proc, socket_path(db, run_id).exists)
-        wait_live("the seed", proc, lambda: bool(_rows(db, "SELECT 1 FROM pool_events WHERE run_id = ?", run_id)))
+        wait_live("the seed", proc, lambda: bool(read_rows(db, "SELECT 1 FROM pool_events WHERE run_id = ?", run_id)))
         region = evotui("edit", run_id, "round_total", "--text", "def total(x):\n    return round(x, 2)",
                         "--db", str(db))
         assert region.returncode == 2 and "Traceback" not in region.stderr
@@ -60,8 +51,8 @@ def test_hot_swap_refusals_components_view_and_kill_resume_keep_the_types(db: Pa
         syntax = evotui("edit", run_id, "round_total", "--text", "def round_total(x):\n    return round(x, 2",
                         "--db", str(db))
         assert syntax.returncode == 2 and "component [round_total] is not valid Python (line 2" in syntax.stderr
-        assert not _rows(db, "SELECT 1 FROM artifacts WHERE run_id = ? AND artifact_id LIKE 'h%'", run_id)
-        wait_live("a committed child", proc, lambda: bool(_rows(
+        assert not read_rows(db, "SELECT 1 FROM artifacts WHERE run_id = ? AND artifact_id LIKE 'h%'", run_id)
+        wait_live("a committed child", proc, lambda: bool(read_rows(
             db, "SELECT 1 FROM artifacts WHERE run_id = ? AND status = 'confirmed' AND artifact_id != 'a000000'",
             run_id)))
     finally:

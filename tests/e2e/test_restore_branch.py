@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from evotui.control import socket_path
-from tests.e2e.conftest import FAST, ROOT, evotui, summary_of, wait_live
+from tests.e2e.conftest import FAST, ROOT, evotui, summary_of, wait_live, read_rows
 
 TIMEOUT = 120.0
 
@@ -22,16 +22,8 @@ def _finished_run(db: Path, proposals: int = 10) -> dict:
     return summary_of(res)
 
 
-def _rows(db: Path, sql: str, *args) -> list[tuple]:
-    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
-    try:
-        return con.execute(sql, args).fetchall()
-    finally:
-        con.close()
-
-
 def _artifacts(db: Path, run_id: str) -> dict[str, tuple[str, float]]:
-    return {a: (s, v) for a, s, v in _rows(db, "SELECT artifact_id, status, val_mean FROM artifacts WHERE run_id = ?",
+    return {a: (s, v) for a, s, v in read_rows(db, "SELECT artifact_id, status, val_mean FROM artifacts WHERE run_id = ?",
                                            run_id)}
 
 
@@ -43,7 +35,7 @@ def _not_best(db: Path, summary: dict) -> str:
 
 
 def _restores(db: Path, run_id: str) -> list[tuple[int, str, dict]]:
-    return [(v, a, json.loads(d)) for v, a, d in _rows(
+    return [(v, a, json.loads(d)) for v, a, d in read_rows(
         db, "SELECT version, artifact_id, detail_json FROM pool_events WHERE run_id = ? AND kind = 'restore' "
             "ORDER BY version", run_id)]
 
@@ -60,7 +52,7 @@ def _expected_best(db: Path, run_id: str, restore_version: int, restored: str) -
     confirmed since is strictly better."""
     arts = _artifacts(db, run_id)
     best = restored
-    for (aid,) in _rows(db, "SELECT artifact_id FROM pool_events WHERE run_id = ? AND version > ? "
+    for (aid,) in read_rows(db, "SELECT artifact_id FROM pool_events WHERE run_id = ? AND version > ? "
                             "ORDER BY version", run_id, restore_version):
         status, score = arts[aid]
         if status in ("seed", "confirmed") and score > arts[best][1]:
@@ -101,7 +93,7 @@ def test_restore_refusals_write_nothing(db, tmp_path):
     con.execute("UPDATE runs SET status = 'imported' WHERE run_id = ?", (other["run_id"],))
     con.commit()
     con.close()
-    before = _rows(db, "SELECT run_id, version FROM pool_events ORDER BY run_id, version")
+    before = read_rows(db, "SELECT run_id, version FROM pool_events ORDER BY run_id, version")
 
     cases = {
         "no run 'nope'": ("nope", "a000000"),
@@ -117,7 +109,7 @@ def test_restore_refusals_write_nothing(db, tmp_path):
         assert len(res.stderr.strip().splitlines()) == 1, res.stderr
     missing = evotui("restore", s["run_id"], "a000000", "--db", str(tmp_path / "none.db"))
     assert missing.returncode == 2 and "no database" in missing.stderr
-    assert _rows(db, "SELECT run_id, version FROM pool_events ORDER BY run_id, version") == before
+    assert read_rows(db, "SELECT run_id, version FROM pool_events ORDER BY run_id, version") == before
 
 
 def _start_live(db: Path, *extra: str) -> subprocess.Popen:
@@ -129,8 +121,8 @@ def _start_live(db: Path, *extra: str) -> subprocess.Popen:
 def _live_run_with_two_artifacts(db: Path) -> tuple[subprocess.Popen, str, str]:
     """A slow live run (its budget far away) that has committed something beyond the seed."""
     proc = _start_live(db, "--max-proposals", "400", "--time-scale", "40")
-    wait_live("the run row", proc, lambda: bool(_rows(db, "SELECT run_id FROM runs")) if db.exists() else False)
-    run_id = _rows(db, "SELECT run_id FROM runs")[0][0]
+    wait_live("the run row", proc, lambda: bool(read_rows(db, "SELECT run_id FROM runs")) if db.exists() else False)
+    run_id = read_rows(db, "SELECT run_id FROM runs")[0][0]
     wait_live("the control socket", proc, socket_path(db, run_id).exists)
     wait_live("a committed artifact", proc,
           lambda: len([a for a, (st, _) in _artifacts(db, run_id).items() if st == "confirmed"]) >= 1)
@@ -186,15 +178,15 @@ def test_branch_starts_a_linked_run_from_an_artifact(db):
     assert res.returncode == 0, res.stderr
     b = summary_of(res)
     assert b["run_id"] != s["run_id"] and b["status"] == "completed" and b["task"] == s["task"]
-    [(text, meta)] = _rows(db, "SELECT text, meta_json FROM artifacts WHERE run_id = ? AND status = 'seed'", b["run_id"])
-    [(original,)] = _rows(db, "SELECT text FROM artifacts WHERE run_id = ? AND artifact_id = ?", s["run_id"], source)
+    [(text, meta)] = read_rows(db, "SELECT text, meta_json FROM artifacts WHERE run_id = ? AND status = 'seed'", b["run_id"])
+    [(original,)] = read_rows(db, "SELECT text FROM artifacts WHERE run_id = ? AND artifact_id = ?", s["run_id"], source)
     assert text == original
     assert json.loads(meta)["branched_from"] == {"run_id": s["run_id"], "artifact_id": source}
     info, shown = _show(db, b["run_id"])
     assert info["branched_from"] == {"run_id": s["run_id"], "artifact_id": source}
     assert f"branched from  run {s['run_id']} artifact {source}" in shown
     # The stored config carried over: the source's mode and strategy, the branch's own budget.
-    [(cfg,)] = _rows(db, "SELECT config_json FROM runs WHERE run_id = ?", b["run_id"])
+    [(cfg,)] = read_rows(db, "SELECT config_json FROM runs WHERE run_id = ?", b["run_id"])
     assert json.loads(cfg)["budget"]["max_proposals"] == 4
 
     bad = evotui("branch", s["run_id"], "zz", "--db", str(db), "--no-ui")
@@ -212,6 +204,6 @@ def test_branch_of_a_program_run_seeds_the_initial_program(db):
     b = evotui("branch", s["run_id"], source, "--db", str(db), "--no-ui", "--max-proposals", "2", *FAST)
     assert b.returncode == 0, b.stderr
     new = summary_of(b)["run_id"]
-    [(text, meta)] = _rows(db, "SELECT text, meta_json FROM artifacts WHERE run_id = ? AND status = 'seed'", new)
-    assert text == _rows(db, "SELECT text FROM artifacts WHERE run_id = ? AND artifact_id = ?", s["run_id"], source)[0][0]
+    [(text, meta)] = read_rows(db, "SELECT text, meta_json FROM artifacts WHERE run_id = ? AND status = 'seed'", new)
+    assert text == read_rows(db, "SELECT text FROM artifacts WHERE run_id = ? AND artifact_id = ?", s["run_id"], source)[0][0]
     assert json.loads(meta)["branched_from"] == {"run_id": s["run_id"], "artifact_id": source}

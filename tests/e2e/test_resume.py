@@ -1,6 +1,5 @@
 """Kill a run (SIGKILL, SIGINT) and resume it: nothing committed is lost, counters continue."""
 
-import os
 import signal
 import sqlite3
 import subprocess

@@ -92,10 +92,15 @@ class FrozenBackend(Backend):
                 PendingReview("i000034", "evaluate", "a000004", CHILD, CHILD + "\nNo trailing spaces.", now - 7)]
 
 
-def frozen_app() -> EvoApp:
-    app = EvoApp(FrozenBackend())
-    app._theme_name = prepare(app, "evotui-dark", [])
+def themed_app(backend: Backend, theme: str = "evotui-dark") -> EvoApp:
+    """The app on `backend`, with a theme chosen as the command line would."""
+    app = EvoApp(backend)
+    app._theme_name = prepare(app, theme, [])
     return app
+
+
+def frozen_app() -> EvoApp:
+    return themed_app(FrozenBackend())
 
 
 async def lineage_settled(pilot) -> None:

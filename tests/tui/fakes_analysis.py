@@ -61,3 +61,15 @@ class CyclingBackend(AnalysisBackend):
     def artifacts(self) -> list[ArtifactView]:
         return [ArtifactView(cid, parent, i + 1, "seed" if parent is None else "confirmed", score, source,
                              meta={"metrics": {"score": score}}) for i, (cid, parent, source, score) in enumerate(STEPS)]
+
+
+async def open_analysis(pilot):
+    """Press 5 and wait for the analysis worker; the screen it opened."""
+    await pilot.pause()
+    pilot.app.sampler.tick()
+    await pilot.press("5")
+    await pilot.pause()
+    pilot.app.sampler.tick()
+    await pilot.app.workers.wait_for_complete()
+    await pilot.pause()
+    return pilot.app.screen

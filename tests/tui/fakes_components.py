@@ -13,8 +13,7 @@ from engine.pool import Artifact
 from evotui.tui.app import EvoApp
 from evotui.tui.backend import Backend, BackendError
 from evotui.tui.caches import Cached
-from evotui.tui.launch import prepare
-from tests.tui.fakes import FrozenBackend
+from tests.tui.fakes import FrozenBackend, themed_app
 
 
 ROUND = "def round_total(x):\n    return int(x)"
@@ -123,6 +122,4 @@ class ComponentsBackend(FrozenBackend):
 
 
 def components_app(backend: ComponentsBackend | None = None) -> EvoApp:
-    app = EvoApp(backend or ComponentsBackend())
-    app._theme_name = prepare(app, "evotui-dark", [])
-    return app
+    return themed_app(backend or ComponentsBackend())

@@ -10,11 +10,11 @@ from engine.run_analysis import analyze_run, recycled_lines
 from engine.runner import EngineRun
 from evotui.tui.app import EvoApp
 from evotui.tui.backend import BackendError
-from evotui.tui.launch import prepare
 from evotui.tui.screens import analysis as analysis_screen
 from evotui.tui.screens.analysis import AnalysisScreen
 from evotui.tui.widgets.analysis import AnalysisPlot
-from tests.tui.fakes_analysis import STEPS, AnalysisBackend, CyclingBackend, frozen_analysis
+from tests.tui.fakes import themed_app
+from tests.tui.fakes_analysis import STEPS, AnalysisBackend, CyclingBackend, frozen_analysis, open_analysis
 
 
 def test_figures_of_the_hand_made_lineage():
@@ -47,28 +47,15 @@ async def test_analyze_a_finished_runs_database(tmp_path: Path):
     assert a.edits_labelled == 0 and a.edit_types == ()  # no `evotui analyze` ran: nothing cached
 
 
-def _app(backend) -> EvoApp:
-    app = EvoApp(backend)
-    app._theme_name = prepare(app, "evotui-dark", [])
-    return app
-
-
 async def _open(pilot) -> AnalysisScreen:
-    await pilot.pause()
-    pilot.app.sampler.tick()
-    await pilot.press("5")
-    await pilot.pause()
-    pilot.app.sampler.tick()
-    await pilot.app.workers.wait_for_complete()
-    await pilot.pause()
-    screen = pilot.app.screen
+    screen = await open_analysis(pilot)
     assert isinstance(screen, AnalysisScreen)
     return screen
 
 
 async def test_key_opens_the_analysis_and_r_analyses_again():
     backend = AnalysisBackend()
-    app = _app(backend)
+    app = themed_app(backend)
     async with app.run_test(size=(120, 40)) as pilot:
         screen = await _open(pilot)
         summary = str(screen.query_one("#analysis-summary").render())
@@ -90,7 +77,7 @@ async def test_a_live_run_is_analysed_again_when_the_pool_moved(monkeypatch):
     now = [1000.0]
     monkeypatch.setattr(analysis_screen, "clock", lambda: now[0])
     backend = AnalysisBackend()
-    app = _app(backend)
+    app = themed_app(backend)
     async with app.run_test(size=(120, 40)) as pilot:
         await _open(pilot)
         backend.snap = replace(backend.snap, pool_version=backend.snap.pool_version + 1)
@@ -121,7 +108,7 @@ class FailingBackend(AnalysisBackend):
 
 
 async def test_a_failed_analysis_is_shown():
-    app = _app(FailingBackend())
+    app = themed_app(FailingBackend())
     async with app.run_test(size=(100, 30)) as pilot:
         screen = await _open(pilot)
         await pilot.pause()
@@ -129,7 +116,7 @@ async def test_a_failed_analysis_is_shown():
 
 
 async def test_lineage_names_the_recycled_lines_of_a_program():
-    app = _app(CyclingBackend())
+    app = themed_app(CyclingBackend())
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.pause()
         app.sampler.tick()
@@ -186,7 +173,7 @@ class BrokenBackend(AnalysisBackend):
 
 
 async def test_an_unexpected_failure_ends_the_analysis_and_says_why():
-    app = _app(BrokenBackend())
+    app = themed_app(BrokenBackend())
     async with app.run_test(size=(100, 30)) as pilot:
         screen = await _open(pilot)
         await pilot.pause()

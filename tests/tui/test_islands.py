@@ -6,10 +6,8 @@ from dataclasses import replace
 
 from engine.islands_view import build_islands_view, island_options
 from engine.pool import Artifact
-from evotui.tui.app import EvoApp
-from evotui.tui.launch import prepare
 from evotui.tui.screens.islands import IslandsScreen
-from tests.tui.fakes import FrozenBackend
+from tests.tui.fakes import FrozenBackend, themed_app
 from tests.tui.fakes_islands import STRATEGY, IslandsBackend, frozen_artifacts
 
 
@@ -38,12 +36,6 @@ def test_view_folds_like_the_archive():
     assert build_islands_view(contextevolve, frozen_artifacts()) == view
 
 
-def _app(backend) -> EvoApp:
-    app = EvoApp(backend)
-    app._theme_name = prepare(app, "evotui-dark", [])
-    return app
-
-
 async def _tick(pilot) -> None:
     await pilot.pause()
     pilot.app.sampler.tick()
@@ -51,7 +43,7 @@ async def _tick(pilot) -> None:
 
 
 async def test_key_opens_islands_and_brackets_select_an_island():
-    app = _app(IslandsBackend())
+    app = themed_app(IslandsBackend())
     async with app.run_test(size=(100, 30)) as pilot:
         await _tick(pilot)
         await pilot.press("4")
@@ -73,7 +65,7 @@ async def test_key_opens_islands_and_brackets_select_an_island():
 
 async def test_new_migrations_are_marked_as_they_happen():
     backend = IslandsBackend()
-    app = _app(backend)
+    app = themed_app(backend)
     async with app.run_test(size=(100, 30)) as pilot:
         await _tick(pilot)
         await pilot.press("4")
@@ -95,7 +87,7 @@ async def test_new_migrations_are_marked_as_they_happen():
 
 
 async def test_islands_not_offered_without_islands():
-    app = _app(FrozenBackend())
+    app = themed_app(FrozenBackend())
     async with app.run_test(size=(100, 30)) as pilot:
         await _tick(pilot)
         assert app.check_action("show_islands", ()) is False
@@ -106,7 +98,7 @@ async def test_islands_not_offered_without_islands():
         await pilot.press("4")
         await _tick(pilot)
         assert app.current_mode == "dashboard"
-    app = _app(IslandsBackend())
+    app = themed_app(IslandsBackend())
     async with app.run_test(size=(100, 30)) as pilot:
         await _tick(pilot)
         assert app.check_action("show_islands", ()) is True

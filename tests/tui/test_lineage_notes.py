@@ -3,18 +3,10 @@ diff (loongflow's plan and summary; contextevolve's summary, guidance and exempl
 
 from __future__ import annotations
 
-from evotui.tui.app import EvoApp
 from evotui.tui.backend import ArtifactView
-from evotui.tui.launch import prepare
 from evotui.tui.widgets.evidence import strategy_notes
-from tests.tui.fakes import FrozenBackend
+from tests.tui.fakes import FrozenBackend, themed_app
 from tests.tui.fakes_islands import CONTEXT_NOTES, ContextEvolveBackend, IslandsBackend
-
-
-def _app(backend) -> EvoApp:
-    app = EvoApp(backend)
-    app._theme_name = prepare(app, "evotui-dark", [])
-    return app
 
 
 async def _lineage(pilot) -> None:
@@ -34,7 +26,7 @@ def test_notes_in_reading_order_without_bookkeeping():
 
 
 async def test_contextevolve_notes_beside_the_diff_and_o_hides_them():
-    app = _app(ContextEvolveBackend())
+    app = themed_app(ContextEvolveBackend())
     async with app.run_test(size=(160, 48)) as pilot:
         await _lineage(pilot)
         screen = app.screen
@@ -56,7 +48,7 @@ async def test_contextevolve_notes_beside_the_diff_and_o_hides_them():
 
 
 async def test_loongflow_plan_and_summary_follow_the_selection():
-    app = _app(IslandsBackend())
+    app = themed_app(IslandsBackend())
     async with app.run_test(size=(80, 24)) as pilot:
         await _lineage(pilot)
         screen = app.screen
@@ -69,7 +61,7 @@ async def test_loongflow_plan_and_summary_follow_the_selection():
 
 
 async def test_no_panel_without_notes():
-    app = _app(FrozenBackend())
+    app = themed_app(FrozenBackend())
     async with app.run_test(size=(120, 36)) as pilot:
         await _lineage(pilot)
         assert not app.screen.query_one("#lineage-notes-box").display

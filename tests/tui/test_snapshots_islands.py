@@ -5,17 +5,14 @@ summary/guidance/exemplars) at 80x24 and 160x48 (plain `def`: snap_compare runs 
 import pytest
 
 from evotui.tui.app import EvoApp
-from evotui.tui.launch import prepare
-from tests.tui.fakes import lineage_settled
+from tests.tui.fakes import lineage_settled, themed_app
 from tests.tui.fakes_islands import ContextEvolveBackend, IslandsBackend
 
 SIZES = [(80, 24), (160, 48)]
 
 
 def islands_app() -> EvoApp:
-    app = EvoApp(IslandsBackend())
-    app._theme_name = prepare(app, "evotui-dark", [])
-    return app
+    return themed_app(IslandsBackend())
 
 
 def opened(*pressed: str):
@@ -41,12 +38,6 @@ def test_islands_second_island(snap_compare, size):
     assert snap_compare(islands_app(), terminal_size=size, run_before=opened("right_square_bracket"))
 
 
-def lineage(backend) -> EvoApp:
-    app = EvoApp(backend)
-    app._theme_name = prepare(app, "evotui-dark", [])
-    return app
-
-
 async def _open_lineage(pilot) -> None:
     await pilot.pause()
     pilot.app.sampler.tick()
@@ -57,4 +48,4 @@ async def _open_lineage(pilot) -> None:
 @pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
 @pytest.mark.parametrize("backend", [IslandsBackend, ContextEvolveBackend], ids=["loongflow", "contextevolve"])
 def test_lineage_notes_panel(snap_compare, backend, size):
-    assert snap_compare(lineage(backend()), terminal_size=size, run_before=_open_lineage)
+    assert snap_compare(themed_app(backend()), terminal_size=size, run_before=_open_lineage)
