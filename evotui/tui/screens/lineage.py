@@ -213,7 +213,7 @@ component's name, for a prompt of named components), **y** copies the id, **Y** 
         node = self._tree_nodes.get(self._best_id or "")
         tree = self.query_one(LineageTree)
         if node is None or tree.last_line < 0 or node.line < 0:
-            self._placed = False  # the next snapshot tries again
+            self._placed = False  # the next sample tries again
             return
         tree.move_cursor(node)
         self.call_after_refresh(tree.scroll_to_node, node, animate=False)
