@@ -22,7 +22,7 @@ from engine.config import SimConfig
 from engine.pipeline.modes import mode_named
 from engine.runner import EngineRun, SetupError
 from engine.tasks.prompt_task import TaskError
-from evotui import bench_peers
+from evotui import bench_peers, bench_quality
 from evotui import bench_report as report
 from evotui.bench_modes import DEFAULT_MODES, MODES
 from evotui import peers as peers_mod
@@ -48,6 +48,8 @@ async def run_one(task: str, mode: str, seed: int, profile: str, proposals: int,
     program = run.ctx.task.kind == "program"
     state = run.sim_state
     ctx = run.ctx
+    best = ctx.pool.best()
+    held = await bench_quality.heldout_score(ctx.task, best.text, seed) if best is not None else None
     checks = sum(v for k, v in ctx.staleness_counts.items() if not k.startswith("reflect_"))
     patched = ctx.staleness_counts.get("reflect_patch", 0)
     return {
@@ -60,6 +62,7 @@ async def run_one(task: str, mode: str, seed: int, profile: str, proposals: int,
         "proposals_per_min": s["proposals_per_min"] or 0.0,
         "pipeline_minutes": s["pipeline_minutes"],
         "best_score": s["best_score"],
+        "heldout_score": held,
         "seed_score": s["seed_score"],
         "accepted": s["accepted"],
         # Program tasks: proposals whose program reached the evaluator (OpenEvolve's database rows).

@@ -19,6 +19,7 @@ MODES = {
     "chain-6": {"pipeline": {"mode": "chain", "chains": 6}},
     "chain-4": {"pipeline": {"mode": "chain", "chains": 4}},
     "chain-8": {"pipeline": {"mode": "chain", "chains": 8}},
+    "chain-10": {"pipeline": {"mode": "chain", "chains": 10}},
     "chain-12": {"pipeline": {"mode": "chain", "chains": 12}},
     "chain-16": {"pipeline": {"mode": "chain", "chains": 16}},
     # The head's runs on the next minibatch start beside the proposal (engine/config.py).

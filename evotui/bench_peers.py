@@ -9,10 +9,13 @@ for evotui; utilization, tokens and KV figures come from the backend's own count
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 import sys
 
+from engine.tasks.loader import load_any_task
+from evotui import bench_quality
 from evotui.peers import Peer
 from evotui.peers.sim_endpoint import SimEndpoint
 
@@ -43,6 +46,8 @@ def run_peer(peer: Peer, task: str, seed: int, profile: str, proposals: int, tim
         got = _child(peer, task, sim.url, seed, proposals, time_scale)
         backend = sim.metrics()
     minutes = got["pipeline_minutes"]
+    best_text = got.get("best_text")  # the peer's own choice of best (GEPA: best_candidate)
+    held = asyncio.run(bench_quality.heldout_score(load_any_task(task), best_text, seed)) if best_text else None
     return {
         "mode": peer.name,
         "peer": True,
@@ -55,6 +60,7 @@ def run_peer(peer: Peer, task: str, seed: int, profile: str, proposals: int, tim
         "proposals_per_min": got["proposals"] / minutes if minutes > 0 else 0.0,
         "pipeline_minutes": minutes,
         "best_score": got["best_score"],
+        "heldout_score": held,
         "seed_score": got["seed_score"],
         "accepted": got["accepted"],
         "merges": 0,

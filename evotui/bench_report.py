@@ -66,6 +66,7 @@ def summarise(results: dict[str, list[dict]], profile: str, simulated: bool) -> 
     for mode, rows in results.items():
         med, lo, hi = _agg(rows, "proposals_per_min")
         best, best_lo, best_hi = _agg(rows, "best_score")
+        held, held_lo, held_hi = _agg(rows, "heldout_score")
         out.append({
             "mode": mode,
             "profile": profile,
@@ -92,6 +93,11 @@ def summarise(results: dict[str, list[dict]], profile: str, simulated: bool) -> 
             "best_score_min": best_lo,
             "best_score_max": best_hi,
             "best_at_equal_time": _agg(rows, "best_at_equal_time")[0],
+            # The final best re-scored on the held-out split (bench_quality.py: no selection bias).
+            "heldout_score": held,
+            "heldout_score_min": held_lo,
+            "heldout_score_max": held_hi,
+            "accepted": _agg(rows, "accepted")[0],
             "seed_score": _agg(rows, "seed_score")[0],
             "gap_p50": _agg(rows, "gap_p50")[0],
             "gap_p95": _agg(rows, "gap_p95")[0],
@@ -116,23 +122,26 @@ def table(rows: list[dict], proposals: int, basis: str) -> str:
     lines = [
         f"evotui bench -- {'SIMULATED backend, profile ' + rows[0]['profile'] if rows[0]['simulated'] else 'real endpoint'}, "
         f"{proposals} proposals per run, {rows[0]['seeds']} seed(s); medians (min-max); throughput per {basis} minute",
-        "best = best validation score at equal proposals; best@t = when the fastest mode finished; util = tokens generated / "
+        "best = best validation score at equal proposals; best@t = when the fastest mode finished; held = that best "
+        "re-scored on the held-out split (evotui/bench_quality.py); acc = candidates validated into the pool; util = tokens generated / "
         "(elapsed x the backend's peak throughput); seqs = mean running requests / capacity; eval/min = evaluated "
         "proposals per minute; gap = version gap at consumption; disc/patch = % of checks; merge = merges accepted; "
         "* = the real library (bench --peers)",
         f"{'mode':17} {'proposals/min':>21} " + " ".join(f"{head:>6}" for head, _ in ratios)
-        + f" {'util':>5} {'seqs':>5} {'best (min-max)':>19} {'best@t':>6} {'eval/min':>8} "
+        + f" {'util':>5} {'seqs':>5} {'best (min-max)':>19} {'best@t':>6} {'held (min-max)':>19} {'acc':>4} {'eval/min':>8} "
         f"{'tok gen':>8} {'wasted':>7} {'gap50/95':>8} {'disc%':>5} {'patch%':>6} {'merge':>5}",
     ]
     for r in rows:
         spread = f"{_f(r['proposals_per_min'])} ({_f(r['proposals_per_min_min'])}-{_f(r['proposals_per_min_max'])})"
         best = f"{_f(r['best_score'], '.3f')} ({_f(r['best_score_min'], '.2f')}-{_f(r['best_score_max'], '.2f')})"
+        held = "-" if r.get("heldout_score") is None else (
+            f"{_f(r['heldout_score'], '.3f')} ({_f(r['heldout_score_min'], '.2f')}-{_f(r['heldout_score_max'], '.2f')})")
         gaps = f"{_f(r['gap_p50'], '.0f')}/{_f(r['gap_p95'], '.0f')}"
         name = r["mode"] + ("*" if r.get("peer") else "")
         lines.append(
             f"{name:17} {spread:>21} " + " ".join(f"{_f(r.get(key)):>6}" for _, key in ratios)
             + f" {_f(r['throughput_utilization']):>5} {_f(r['utilization']):>5} {best:>19} "
-            f"{_f(r['best_at_equal_time'], '.3f'):>6} {_f(r.get('evaluated_per_min')):>8} {_f(r['tokens_generated'], '.0f'):>8} "
+            f"{_f(r['best_at_equal_time'], '.3f'):>6} {held:>19} {_f(r.get('accepted'), '.0f'):>4} {_f(r.get('evaluated_per_min')):>8} {_f(r['tokens_generated'], '.0f'):>8} "
             f"{_f(r['tokens_wasted'], '.0f'):>7} {gaps:>8} {_f(r['discarded_pct'], '.0f'):>5} {_f(r['patched_pct'], '.0f'):>6} "
             f"{_f(r['merges'], '.0f'):>5}"
         )

@@ -131,4 +131,4 @@ def run(task: PromptTask, url: str, seed: int, proposals: int, pxn: bool, sim_cl
     return {"proposals": lm.proposals, "pipeline_minutes": sim_minutes, "wall_s": wall_s,
             "best_score": max(scores), "seed_score": scores[0], "accepted": len(scores) - 1,
             "llm_calls": chat.calls, "metric_calls": adapter.metric_calls, "best_history": history,
-            "minibatch_size": minibatch}
+            "minibatch_size": minibatch, "best_text": result.best_candidate[COMPONENT]}

@@ -18,6 +18,8 @@ def test_bench_json_has_each_mode_and_ratio():
                     "tokens_wasted", "utilization", "throughput_utilization"):
             assert r[key] is not None, key
         assert r["simulated"] is True and r["runs"][0]["proposals"] <= 4
+        # the final best re-scored on the held-out split, in [0, 1], with its spread
+        assert 0.0 <= r["heldout_score_min"] <= r["heldout_score"] <= r["heldout_score_max"] <= 1.0
     assert by_mode["sync"]["ratio_vs_sync"] == 1.0
     assert by_mode["pxn"]["ratio_vs_pxn"] == 1.0
     assert by_mode["async-reflective"]["proposals_per_min"] > 0

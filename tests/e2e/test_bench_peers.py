@@ -44,6 +44,7 @@ def test_real_gepa_rows_beside_evotui_sync():
         assert run["proposals"] >= 4 and run["llm_calls"] > run["proposals"]
         assert r["best_score"] >= r["seed_score"] > 0.0 and r["proposals_per_min"] > 0
         assert 0.0 < r["utilization"] < 1.0 and r["tokens_generated"] > 0
+        assert 0.0 < r["heldout_score"] <= 1.0  # GEPA's best_candidate, re-scored as evotui's best is
     assert "PxNSampling(2, 4)" in pxn["settings"] and "merge=off" in rows["sync"]["settings"]
 
 
@@ -57,6 +58,7 @@ def test_real_openevolve_row_on_a_program_task():
     assert run["proposals"] == 4 and 0 <= run["evaluated"] <= 4 and run["llm_calls"] >= 4
     assert oe["seed_score"] == pytest.approx(rows["sync"]["seed_score"], rel=1e-6)  # same evaluator, same sandbox
     assert oe["best_score"] >= oe["seed_score"] and oe["evaluated_per_min"] is not None
+    assert oe["heldout_score"] is None and rows["sync"]["heldout_score"] is None  # program scores are not noisy
 
 
 def test_bad_peer_names_and_kinds_are_refused_clearly():
