@@ -8,56 +8,34 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import random
 import secrets
 import time
 from functools import reduce
 from dataclasses import dataclass
 from pathlib import Path
 
-import httpx
-
 from engine import events as ev
-from engine.budget import Budget
-from engine.config import LOCAL_URL, SIM_URL, ConfigError, EndpointConfig, RunConfig, build_config, deep_merge
-from engine.context import EXIT_IO, CallSink, FatalRunError, RunContext
+from engine.config import ConfigError, RunConfig, build_config, deep_merge
+from engine.context import EXIT_IO, FatalRunError, RunContext
 from engine.evaluator import EXIT_EVALUATOR_LOST
 from engine.events import EventBus
 from engine.items import WorkItem
-from engine.llm.client import LLMClient
-from engine.llm.routing import RoutedClient
-from engine.llm.errors import LLMError
-from engine.llm.redact import REDACTED, has_credentials, redact_mapping, redact_url
-from engine.llm.local import LocalServerError, client_endpoint, start_for_config
-from engine.llm.sim import sim_transport
+from engine.llm.redact import REDACTED, has_credentials, redact_mapping
 from engine.pipeline.orchestrator import Orchestrator
-from engine.staleness import make_policy
-from engine.pool import Pool
-from engine.run_state import RunState, artifact_from_row, change_from_row
-from engine.selection.pareto import MinibatchSampler
-from engine.selection.val_order import ValidationOrder
+from engine.run_setup import (SetupError, build_context, check_combination, construct_run, open_store,
+                              restore_stored_run)
 from engine.run_summary import run_summary
 from engine.snapshot import EngineSnapshot, build_snapshot
 from engine.run_lease import keep_lease, mark_interrupted, release_quietly, remove_db_files
 from engine.store.lease import Lease
-from engine.store.store import Store, StoreError
-from engine.pipeline.modes import mode_named, throughput_default
-from engine.stages.kinds import build_handlers, search_params, strategy_for
-from engine.strategy import UnknownStrategy, build as build_strategy
+from engine.store.store import StoreError
+from engine.pipeline.modes import throughput_default
+from engine.stages.kinds import build_handlers, strategy_for
 from engine.tasks.loader import load_any_task, with_program_settings
-from engine.tasks.prompt_task import PromptTask, TaskError
-from engine.tasks.sim_behaviours import all_behaviours
+from engine.tasks.prompt_task import TaskError
 
-SIM_BASE = "http://sim/v1"
-
-
-class SetupError(Exception):
-    """The run cannot start; message is one line naming the problem and the fix."""
-
-    def __init__(self, message: str, exit_code: int = 2) -> None:
-        super().__init__(message)
-        self.exit_code = exit_code
+# SetupError lives with the set-up code; front ends import it from here, next to EngineRun.
+__all__ = ["EngineRun", "RunResult", "SetupError", "new_run_id"]
 
 
 @dataclass(frozen=True)
@@ -145,13 +123,13 @@ class EngineRun:
                      seed_meta: dict | None = None) -> "EngineRun":
         """A new run of `task` under `config`: services, handlers, the run's row and its lease.
         A run that never started leaves no empty database file behind."""
-        _check_combination(config, task)
+        check_combination(config, task)
         created_file = not Path(db_path).expanduser().exists()
-        store = await _open_store(db_path, create=True)
+        store = await open_store(db_path, create=True)
         run_id = new_run_id()
         try:
-            ctx, sim_state = await _build_context(run_id, config, task, store)
-            run = await _construct(cls, ctx, db_path, sim_state, resumed=False, backlog=[])
+            ctx, sim_state = await build_context(run_id, config, task, store)
+            run = await construct_run(cls, ctx, db_path, sim_state, resumed=False, backlog=[])
         except SetupError:
             if created_file:
                 remove_db_files(Path(db_path).expanduser())
@@ -171,7 +149,7 @@ class EngineRun:
                      overrides: dict | None = None) -> "EngineRun":
         """overrides: further config entries the user typed (e.g. endpoint URLs whose credentials
         were not stored)."""
-        store = await _open_store(db_path, create=False)
+        store = await open_store(db_path, create=False)
         run_id = run_id or await store.latest_run_id()
         # Only the run's own row before the lease: the rest is loaded once, under the lease.
         rows = await store.fetch_rows("runs", run_id) if run_id else []
@@ -187,7 +165,7 @@ class EngineRun:
             await store.close()
             raise SetupError(f"cannot resume {run_id}: {exc}") from None
         try:
-            _check_combination(config, task)
+            check_combination(config, task)
         except SetupError as exc:
             await store.close()
             raise SetupError(f"cannot resume {run_id}: {exc}") from None
@@ -203,13 +181,13 @@ class EngineRun:
             await store.close()
             raise SetupError(str(exc)) from None
         try:
-            ctx, sim_state = await _build_context(run_id, config, task, store)
+            ctx, sim_state = await build_context(run_id, config, task, store)
         except SetupError:
             await release_quietly(store, held)
             raise
-        backlog = _restore(ctx, await store.load_run(run_id))
+        backlog = restore_stored_run(ctx, await store.load_run(run_id))
         try:
-            run = await _construct(cls, ctx, db_path, sim_state, resumed=True, backlog=backlog)
+            run = await construct_run(cls, ctx, db_path, sim_state, resumed=True, backlog=backlog)
         except SetupError:
             await release_quietly(store, held)
             raise
@@ -337,146 +315,3 @@ class EngineRun:
 
     def summary(self, status: str, reason: str) -> dict:
         return run_summary(self, status, reason)
-
-
-async def _construct(cls, ctx: RunContext, db_path: Path, sim_state, resumed: bool,
-                     backlog: list[WorkItem]) -> "EngineRun":
-    """The run object (handlers, pipeline). If that fails, the context's clients, server and
-    store close before the error goes on, so the process can exit (a live writer thread would
-    keep it waiting); a ValueError is a setup problem whose message says what to change."""
-    try:
-        return cls(ctx, db_path, sim_state, resumed=resumed, backlog=backlog)
-    except BaseException as exc:
-        for client in {id(c): c for c in (ctx.task_llm, ctx.reflection_llm)}.values():
-            await client.aclose()
-        if ctx.local_server is not None:
-            ctx.local_server.stop()
-        await ctx.store.close()
-        if isinstance(exc, ValueError):
-            raise SetupError(str(exc)) from None
-        raise
-
-
-def _check_combination(config: RunConfig, task) -> None:
-    """The strategy exists and the mode runs it on this task kind (before any database file)."""
-    mode = mode_named(config.pipeline.mode)
-    if task.kind not in mode.kinds:
-        raise SetupError(f"task {task.name}: mode {mode.name} is for {' and '.join(sorted(mode.kinds))} tasks; "
-                         f"{task.kind} tasks run in mode async, sync or pxn")
-    try:
-        strategy = build_strategy(config.strategy.name, task.kind, search_params(task, config))
-    except UnknownStrategy as exc:
-        raise SetupError(str(exc)) from None
-    if mode.chains and not strategy.acceptance.gated:
-        raise SetupError(f"mode {mode.name} hands each step on at the minibatch gate; strategy {strategy.name} "
-                         "has no gate (use --strategy gepa, or --mode async)")
-
-
-async def _open_store(db_path: Path, create: bool) -> Store:
-    try:
-        return await Store.open(db_path, create=create)
-    except StoreError as exc:
-        raise SetupError(str(exc)) from None
-
-
-def _api_key_check(ep: EndpointConfig) -> None:
-    if ep.api_key_env and not os.environ.get(ep.api_key_env):
-        raise SetupError(f"environment variable {ep.api_key_env} (api_key_env) is not set; export it or remove api_key_env")
-
-
-async def _build_context(run_id: str, config: RunConfig, task: PromptTask, store: Store) -> tuple[RunContext, object]:
-    sim_state = None
-    transport: httpx.AsyncBaseTransport | None = None
-    if config.uses_sim:
-        transport, sim_state = sim_transport(config.sim, behaviours=all_behaviours())
-
-    sink = CallSink()
-    try:
-        local = await start_for_config(config)
-    except LocalServerError as exc:
-        await store.close()
-        raise SetupError(str(exc), exit_code=exc.exit_code) from None
-
-    clients: list[LLMClient] = []
-
-    def make(ep: EndpointConfig, name: str) -> LLMClient:
-        _api_key_check(ep)
-        if ep.url == LOCAL_URL:
-            client = LLMClient(client_endpoint(ep, local), name=name, on_call=sink)
-        elif ep.url == SIM_URL:
-            client = LLMClient(ep, name=name, transport=transport, base_url=SIM_BASE, on_call=sink)
-        elif ep.endpoints:
-            client = RoutedClient(ep, name=name, on_call=sink)
-        else:
-            client = LLMClient(ep, name=name, on_call=sink)
-        clients.append(client)
-        return client
-
-    try:
-        task_llm = make(config.task_llm, "task")
-        reflection_llm = task_llm if config.reflection_llm is None else make(config.reflection, "reflection")
-        for client in clients:
-            await client.check()
-    except (LLMError, SetupError) as exc:
-        for client in clients:
-            await client.aclose()
-        await store.close()
-        if local is not None:
-            local.stop()
-        code = exc.exit_code if isinstance(exc, SetupError) else 3
-        raise SetupError(str(exc), exit_code=code) from None
-    rng = random.Random(config.seed)
-    backend = f"simulated:{config.sim.profile}" if config.uses_sim else redact_url(config.task_llm.url)
-    if local is not None:
-        backend = f"local:{local.model.name}"
-    ctx = RunContext(
-        run_id=run_id,
-        config=config,
-        task=task,
-        pool=Pool(),
-        budget=Budget(config.budget),
-        store=store,
-        bus=EventBus(),
-        task_llm=task_llm,
-        reflection_llm=reflection_llm,
-        policy=make_policy(config.pipeline.policy, config.pipeline.gap_for(config.pipeline.policy)),
-        rng=rng,
-        sampler=MinibatchSampler(task.train_ids, config.pipeline.minibatch_size, random.Random(config.seed + 1)),
-        backend=backend,
-        call_sink=sink,
-        local_server=local,
-        val_order=ValidationOrder(task.val_ids, config.pipeline.reorder_k),
-    )
-    return ctx, sim_state
-
-
-def _restore(ctx: RunContext, record) -> list[WorkItem]:
-    """Pool, run state and budget from the store; returns the interrupted items to re-enqueue."""
-    artifacts = [artifact_from_row(a) for a in record.artifacts]
-    ctx.pool.restore(artifacts, [change_from_row(e) for e in record.pool_events])
-    seed = next((a for a in artifacts if a.status == "seed"), None)
-    ctx.seed_id = seed.artifact_id if seed else ""
-    # One deserializer for both columns, this release's and the previous one's.
-    state = RunState.from_columns(record.rng_state, record.counters)
-    ctx.restore_state(state)
-    tally = state.tally
-    # LLM calls committed after the last counters update still count: take them from their rows.
-    counts = record.counts or {}
-    tally.llm_calls = max(tally.llm_calls, int(counts.get("llm_calls", 0)))
-    tally.prompt_tokens = max(tally.prompt_tokens, int(counts.get("prompt_tokens", 0)))
-    tally.completion_tokens = max(tally.completion_tokens, int(counts.get("completion_tokens", 0)))
-    spent = dict(state.budget)
-    # Proposals are charged with a row that says so; the counters, written later, can only lag
-    # (runs from before schema v3 have no such rows: their counters stand).
-    charged = counts.get("proposals") or {}
-    attempts = sum(charged.values())
-    spent["proposals"] = max(float(spent.get("proposals", 0)), attempts)
-    tally.proposal_attempts = max(tally.proposal_attempts, attempts)
-    tally.proposals = max(tally.proposals, int(charged.get("made", 0)))
-    spent["llm_calls"] = max(float(spent.get("llm_calls", 0)), tally.llm_calls)
-    spent["tokens"] = max(float(spent.get("tokens", 0)), tally.prompt_tokens + tally.completion_tokens)
-    ctx.budget = Budget(ctx.config.budget, spent)
-    best = ctx.pool.best()
-    if best is not None:
-        ctx.best_history.append((0.0, best.val_mean))
-    return [WorkItem.from_row(row) for row in record.open_items]

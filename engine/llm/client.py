@@ -11,31 +11,20 @@ secrets (servers and httpx echo them).
 from __future__ import annotations
 
 import asyncio
-import base64
-import http.cookiejar
 import json
-import math
 import os
 import random
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 
 import httpx
 
 from engine.config import SIM_URL, EndpointConfig
-from engine.llm.errors import (
-    LLMError,
-    bad_response,
-    error_detail,
-    looks_like_html,
-    one_line,
-    status_error,
-    transport_error,
-    truncated_stream,
-)
+from engine.llm.errors import LLMError, bad_response, looks_like_html, one_line, status_error, transport_error
 from engine.llm.records import CallRecord, ChatResult
 from engine.llm.redact import redact_url, url_secrets
+from engine.llm.wire import (NoCookies, Reply, basic_auth, estimate_tokens, message_chars, parse_completion,
+                             read_sse, usage_int)
 
 __all__ = ["CallRecord", "ChatResult", "LLMClient", "Shrink"]
 
@@ -45,47 +34,6 @@ SIM_BASE_URL = "http://sim/v1"
 Shrink = Callable[[list[dict], LLMError], "list[dict] | None"]
 """A caller's truncation rule: (messages, the context_overflow error) -> shorter messages, or
 None when nothing can be cut. See engine.llm.shrink."""
-
-
-@dataclass
-class _Reply:
-    text: str
-    finish_reason: str | None
-    usage: dict | None
-    ttft_s: float | None = None
-
-
-def _estimate_tokens(chars: int) -> int:
-    return math.ceil(chars / 4)
-
-
-def _usage_int(usage: dict | None, key: str) -> int | None:
-    value = usage.get(key) if isinstance(usage, dict) else None
-    return value if isinstance(value, int) and value >= 0 else None
-
-
-def _message_chars(messages: list[dict]) -> int:
-    total = 0
-    for msg in messages:
-        content = msg.get("content")
-        total += len(content) if isinstance(content, str) else len(json.dumps(content))
-    return total
-
-
-def _basic_auth(url: httpx.URL) -> str | None:
-    """The Authorization value for a URL's userinfo (http://user:KEY@host), as httpx would send it."""
-    if not url.userinfo:
-        return None
-    pair = f"{url.username}:{url.password}".encode()
-    return "Basic " + base64.b64encode(pair).decode("ascii")
-
-
-class _NoCookies(http.cookiejar.CookieJar):
-    """Chat endpoints are stateless: keep no cookies (a server cannot pin state on us), and skip
-    the per-response cookie parsing that was a tenth of the in-process request cost."""
-
-    def extract_cookies(self, response, request) -> None:  # noqa: ARG002 - nothing to keep
-        return None
 
 
 class LLMClient:
@@ -111,7 +59,7 @@ class LLMClient:
             raise LLMError("connect", f"invalid URL {redact_url(raw)} ({exc}); fix --llm-url", fatal=True) from None
         # Userinfo becomes our own Basic header, so no request URL (which httpx puts in its
         # exceptions and logs) holds it; key-like query parameters have to stay in the URL.
-        self._basic = _basic_auth(base)
+        self._basic = basic_auth(base)
         self._base = base.copy_with(username=None, password=None, path=base.path.rstrip("/"))
         self._url_secrets = url_secrets(raw) + ((self._basic.split(" ", 1)[1],) if self._basic else ())
         self.base_url = redact_url(str(self._base).rstrip("/"))
@@ -129,7 +77,7 @@ class LLMClient:
         )
         # The semaphore bounds requests, so the pool never needs more connections than that.
         limits = httpx.Limits(max_connections=cfg.max_concurrency, max_keepalive_connections=cfg.max_concurrency)
-        self._http = httpx.AsyncClient(transport=transport, timeout=timeout, limits=limits, cookies=_NoCookies())
+        self._http = httpx.AsyncClient(transport=transport, timeout=timeout, limits=limits, cookies=NoCookies())
         self._in_flight = self._calls = self._errors = self._retries = self._shrunk = 0
         self.slots: int | None = None
         """Slots the server reported (llama.cpp /props total_slots); concurrency is capped to it."""
@@ -226,88 +174,9 @@ class LLMClient:
             return min(retry_after, cap)
         return self._rng.uniform(0.0, min(cap, self._cfg.backoff_base_s * 2**attempt))
 
-    # -- parsing ---------------------------------------------------------------------------------
-
-    def _parse_completion(self, body: str, content_type: str | None = None) -> _Reply:
-        # A cut, empty or HTML body and a reply without choices come from overloaded servers,
-        # proxies and gateways, and are retried; a well-formed reply of the wrong shape is not.
-        if not body.strip():
-            raise bad_response(self.base_url, "empty body", retryable=True)
-        if looks_like_html(body, content_type):
-            raise bad_response(self.base_url, f"an HTML page instead of JSON, from a proxy or gateway? "
-                               f"({one_line(body, 60)!r})", retryable=True)
-        try:
-            data = json.loads(body)
-        except ValueError:
-            raise bad_response(self.base_url, f"body is not JSON, or cut short ({one_line(body, 60)!r})",
-                               retryable=True) from None
-        if not isinstance(data, dict):
-            raise bad_response(self.base_url, "JSON body is not an object", retryable=True)
-        choices = data.get("choices")
-        if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
-            raise bad_response(self.base_url, "no choices" + (f" ({error_detail(body)})" if "error" in data else ""),
-                               retryable=True)
-        message = choices[0].get("message") or {}
-        content = message.get("content") if isinstance(message, dict) else None
-        if content is not None and not isinstance(content, str):
-            raise bad_response(self.base_url, "message content is not text")
-        return _Reply(content or "", choices[0].get("finish_reason"), data.get("usage"))
-
-    async def _read_sse(self, resp: httpx.Response, t0: float, first: asyncio.Timeout | None = None) -> _Reply:
-        parts: list[str] = []
-        finish: str | None = None
-        usage: dict | None = None
-        ttft: float | None = None
-        chunks, done = 0, False
-        unreadable: str | None = None  # a chunk that is not JSON: cut short if nothing follows it
-        async for line in resp.aiter_lines():
-            if not line.startswith("data:"):
-                continue  # blank separators, ": keep-alive" comments, event:/id: fields
-            if unreadable is not None:
-                raise bad_response(self.base_url, f"stream chunk is not JSON ({one_line(unreadable, 60)!r})",
-                                   retryable=True)
-            data = line[5:].strip()
-            if data == "[DONE]":
-                done = True
-                break
-            try:
-                chunk = json.loads(data)
-            except ValueError:
-                unreadable = data
-                continue
-            if not isinstance(chunk, dict):
-                raise bad_response(self.base_url, "stream chunk is not an object", retryable=True)
-            if chunk.get("error"):
-                raise LLMError("server", f"{self.base_url} failed mid-stream ({error_detail(data)})",
-                               retryable=True)
-            chunks += 1
-            if chunk.get("usage"):
-                usage = chunk["usage"]
-            for choice in chunk.get("choices") or []:
-                if not isinstance(choice, dict) or choice.get("index", 0) != 0:
-                    continue
-                delta = choice.get("delta") or {}
-                content = delta.get("content")
-                if (content or delta.get("reasoning_content") or delta.get("reasoning")) and ttft is None:
-                    ttft = time.perf_counter() - t0
-                    if first is not None:
-                        first.reschedule(None)  # the first-token deadline is met
-                if isinstance(content, str):
-                    parts.append(content)
-                finish = choice.get("finish_reason") or finish
-        if unreadable is not None:
-            raise truncated_stream(self.base_url, f"cut inside a chunk ({one_line(unreadable, 60)!r})")
-        if chunks == 0 and not done:
-            raise truncated_stream(self.base_url, "no chunks, no [DONE]")
-        if chunks == 0:
-            raise bad_response(self.base_url, "empty stream", retryable=True)
-        if not done and finish is None:
-            raise truncated_stream(self.base_url, f"ended before [DONE] and any finish_reason, after {chunks} chunks")
-        return _Reply("".join(parts), finish, usage, ttft)
-
     # -- requests --------------------------------------------------------------------------------
 
-    async def _attempt(self, payload: dict, headers: dict[str, str]) -> _Reply:
+    async def _attempt(self, payload: dict, headers: dict[str, str]) -> Reply:
         """One request. Timeouts: connect and between-bytes reads (httpx), first token
         (streaming), and the whole attempt (total_timeout_s); each is retried as a timeout."""
         total = self._cfg.total_timeout_s
@@ -318,14 +187,14 @@ class LLMClient:
             raise LLMError("timeout", f"{self.base_url} did not finish a request within total_timeout_s="
                            f"{total:g}s; raise total_timeout_s or lower max_tokens", retryable=True) from None
 
-    async def _attempt_once(self, payload: dict, headers: dict[str, str]) -> _Reply:
+    async def _attempt_once(self, payload: dict, headers: dict[str, str]) -> Reply:
         url = self._url("/chat/completions")
         t0 = time.perf_counter()
         if not payload["stream"]:
             resp = await self._http.post(url, json=payload, headers=headers)
             if not resp.is_success:
                 raise self._status_error(resp)
-            return self._parse_completion(resp.text, resp.headers.get("content-type"))
+            return parse_completion(resp.text, resp.headers.get("content-type"), self.base_url)
         wait = self._cfg.first_token_timeout_s
         try:
             async with asyncio.timeout(wait) as first:
@@ -336,8 +205,8 @@ class LLMClient:
                     kind = resp.headers.get("content-type", "")
                     if kind.startswith("application/json") or looks_like_html("", kind):
                         await resp.aread()  # server ignored stream=true, or a proxy's page
-                        return self._parse_completion(resp.text, kind)
-                    return await self._read_sse(resp, t0, first)
+                        return parse_completion(resp.text, kind, self.base_url)
+                    return await read_sse(resp, t0, first, self.base_url)
         except TimeoutError:
             if not first.expired():
                 raise
@@ -345,7 +214,7 @@ class LLMClient:
                            "(queued or slow prompt processing); raise first_token_timeout_s or shorten the "
                            "prompt", retryable=True) from None
 
-    async def _attempts(self, payload: dict, headers: dict[str, str]) -> tuple[_Reply | None, LLMError | None, int]:
+    async def _attempts(self, payload: dict, headers: dict[str, str]) -> tuple[Reply | None, LLMError | None, int]:
         """Retry transient failures; return the reply or the final error (not raised, so it carries no
         chained httpx exception whose request holds the Authorization header)."""
         retries = 0
@@ -423,10 +292,10 @@ class LLMClient:
             self._report(CallRecord(status="error", finish_reason=None, prompt_tokens=0, completion_tokens=0,
                                     ttft_s=None, error=str(err), **record))
             raise err
-        prompt = _usage_int(reply.usage, "prompt_tokens")
-        completion = _usage_int(reply.usage, "completion_tokens")
-        prompt = prompt if prompt is not None else _estimate_tokens(_message_chars(messages))
-        completion = completion if completion is not None else _estimate_tokens(len(reply.text))
+        prompt = usage_int(reply.usage, "prompt_tokens")
+        completion = usage_int(reply.usage, "completion_tokens")
+        prompt = prompt if prompt is not None else estimate_tokens(message_chars(messages))
+        completion = completion if completion is not None else estimate_tokens(len(reply.text))
         self._report(CallRecord(status="length" if reply.finish_reason == "length" else "ok",
                                 finish_reason=reply.finish_reason, prompt_tokens=prompt,
                                 completion_tokens=completion, ttft_s=reply.ttft_s, error=None,

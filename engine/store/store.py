@@ -2,7 +2,8 @@
 
 Write methods never touch the disk: they check and convert their arguments, then enqueue one op
 per row. Call them from the event loop thread. A run's insert_run must come before any other write
-for that run (child tables reference runs with a foreign key).
+for that run (child tables reference runs with a foreign key). Each op's SQL and column order
+are in statements.py.
 """
 
 from __future__ import annotations
@@ -21,7 +22,9 @@ from .codec import dumps, params
 from .errors import StoreError
 from .opening import BUSY_TIMEOUT_MS, connect
 from .queries import RunRecord
-from .schema import RUN_COLUMNS, SCHEMA_VERSION
+from .schema import SCHEMA_VERSION
+from .statements import (ARTIFACT_COLS, AUDIT_COLS, CALL_COLS, EVAL_COLS, ITEM_COLS, LINEAGE_COLS, POOL_COLS,
+                         REVIEW_COLS, RUN_INSERT_COLS, SQL, STAGE_COLS, STALE_COLS, UPDATABLE_RUN_COLS)
 from .texts import CallTexts
 from .writer import BatchWriter, ErrorCallback, Op
 
@@ -45,54 +48,6 @@ class CallRecordLike(Protocol):
     retries: int
     error: str | None
     started_at: float
-
-
-def _insert(table: str, columns: tuple[str, ...], *, upsert_key: tuple[str, ...] = (),
-            keep: tuple[str, ...] = ()) -> str:
-    sql = f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})"
-    if upsert_key:
-        updates = [c for c in columns if c not in upsert_key and c not in keep]
-        sql += (f" ON CONFLICT ({', '.join(upsert_key)}) DO UPDATE SET "
-                + ", ".join(f"{c} = excluded.{c}" for c in updates))
-    return sql
-
-
-_RUN_INSERT_COLS = ("run_id", "task", "task_path", "config_json", "seed", "mode", "policy", "backend",
-                    "status", "created_at", "updated_at")
-_ARTIFACT_COLS = ("run_id", "artifact_id", "text", "status", "parent_ids_json", "created_version",
-                  "val_mean", "val_scores_json", "minibatch_json", "created_at", "meta_json",
-                  "components_json")
-_LINEAGE_COLS = ("run_id", "parent_id", "child_id", "operator", "created_at")
-_EVAL_COLS = ("run_id", "artifact_id", "example_id", "split", "score", "feedback", "stage", "created_at")
-_POOL_COLS = ("run_id", "version", "kind", "artifact_id", "detail_json", "created_at")
-_ITEM_COLS = ("run_id", "item_id", "created_version", "parent_artifact_id", "stage", "payload_json",
-              "outcome", "error", "created_at", "updated_at")
-_STAGE_COLS = ("run_id", "item_id", "stage", "version_at_consume", "gap", "enqueued_at", "started_at",
-               "finished_at", "outcome")
-_CALL_COLS = ("run_id", "endpoint", "url", "model", "stage", "status", "finish_reason", "prompt_tokens",
-              "completion_tokens", "latency_s", "ttft_s", "retries", "error", "item_id", "created_at")
-_STALE_COLS = ("run_id", "item_id", "stage", "policy", "gap", "item_version", "pool_version",
-               "decision", "reason", "created_at", "tokens", "detail_json")
-_REVIEW_COLS = ("run_id", "item_id", "gate", "decision", "reason", "edited", "created_at")
-_AUDIT_COLS = ("run_id", "item_id", "transition", "component", "decision", "reason", "detail_json", "created_at")
-
-_SQL = {
-    "insert_run": _insert("runs", _RUN_INSERT_COLS),
-    "upsert_artifact": _insert("artifacts", _ARTIFACT_COLS, upsert_key=("run_id", "artifact_id"),
-                               keep=("created_at",)),
-    "insert_lineage": _insert("lineage", _LINEAGE_COLS),
-    "insert_evaluations": _insert("evaluations", _EVAL_COLS),
-    "insert_pool_event": _insert("pool_events", _POOL_COLS),
-    "upsert_item": _insert("items", _ITEM_COLS, upsert_key=("run_id", "item_id"), keep=("created_at",)),
-    "insert_item_stage": _insert("item_stages", _STAGE_COLS),
-    "insert_staleness": _insert("staleness", _STALE_COLS),
-    "insert_review": _insert("reviews", _REVIEW_COLS),
-    "insert_audit": _insert("audit", _AUDIT_COLS),
-    "delete_run": "DELETE FROM runs WHERE run_id = ?",
-    "put_judge_labels": ("INSERT OR REPLACE INTO judge_labels (key, model, labels_json, invalid_answers, created_at) "
-                         "VALUES (?, ?, ?, ?, ?)"),
-}
-_UPDATABLE = frozenset(RUN_COLUMNS) - {"run_id"}
 
 
 class Store:
@@ -197,7 +152,7 @@ class Store:
     # -- writes (synchronous enqueue) --------------------------------------------------------
 
     def _put(self, name: str, columns: tuple[str, ...], values: tuple[Any, ...]) -> None:
-        self._put_sql(name, _SQL[name], params(columns, values))
+        self._put_sql(name, SQL[name], params(columns, values))
 
     def _put_sql(self, name: str, sql: str, values: tuple[Any, ...]) -> None:
         if self._writer is None:
@@ -212,16 +167,16 @@ class Store:
         """config_json: a dict, a pydantic model or JSON text."""
         config = dumps(config_json, column="config_json")
         self._texts.set_keep(run_id, blobs.keeps_text(json.loads(config) if config else None))
-        self._put("insert_run", _RUN_INSERT_COLS,
+        self._put("insert_run", RUN_INSERT_COLS,
                   (run_id, task, task_path, "{}" if config is None else config, seed, mode, policy,
                    backend, status, created_at, created_at))
 
     def update_run(self, run_id: str, **cols: Any) -> None:
         """Set runs columns; `*_json` columns take Python values (dict, list, ...)."""
-        unknown = sorted(set(cols) - _UPDATABLE)
+        unknown = sorted(set(cols) - UPDATABLE_RUN_COLS)
         if unknown:
             raise StoreError(f"update_run: unknown column(s) {', '.join(unknown)}; "
-                             f"known: {', '.join(sorted(_UPDATABLE))}")
+                             f"known: {', '.join(sorted(UPDATABLE_RUN_COLS))}")
         if not cols:
             return
         names = tuple(cols)
@@ -245,7 +200,7 @@ class Store:
         """Insert, or update every column except created_at (the first insert's time is kept).
         components: a multi-component artifact's parts (JSON); None = the one component `text`
         (an update without them sets None)."""
-        self._put("upsert_artifact", _ARTIFACT_COLS, (
+        self._put("upsert_artifact", ARTIFACT_COLS, (
             run_id, artifact_id, text, status, dumps(list(parent_ids or ()), column="parent_ids"),
             created_version, val_mean, dumps(val_scores, column="val_scores"),
             dumps(minibatch, column="minibatch"), created_at, dumps(meta or {}, column="meta"),
@@ -253,7 +208,7 @@ class Store:
 
     def insert_lineage(self, run_id: str, parent_id: str, child_id: str, operator: str,
                        created_at: float) -> None:
-        self._put("insert_lineage", _LINEAGE_COLS, (run_id, parent_id, child_id, operator, created_at))
+        self._put("insert_lineage", LINEAGE_COLS, (run_id, parent_id, child_id, operator, created_at))
 
     def insert_evaluations(self, run_id: str, artifact_id: str,
                            rows: list[tuple[str, str, float | None, str | None, str | None]],
@@ -263,13 +218,13 @@ class Store:
             if len(row) != 5:
                 raise StoreError(f"insert_evaluations: row {row!r} is not (example_id, split, score, "
                                  "feedback, stage)")
-        converted = [params(_EVAL_COLS, (run_id, artifact_id, *row, created_at)) for row in rows]
+        converted = [params(EVAL_COLS, (run_id, artifact_id, *row, created_at)) for row in rows]
         for values in converted:  # all rows are checked before any is enqueued
-            self._put_sql("insert_evaluations", _SQL["insert_evaluations"], values)
+            self._put_sql("insert_evaluations", SQL["insert_evaluations"], values)
 
     def insert_pool_event(self, run_id: str, version: int, kind: str, artifact_id: str | None,
                           detail: dict[str, Any] | None, created_at: float) -> None:
-        self._put("insert_pool_event", _POOL_COLS,
+        self._put("insert_pool_event", POOL_COLS,
                   (run_id, version, kind, artifact_id, dumps(detail or {}, column="detail"), created_at))
 
     def upsert_item(self, run_id: str, *, item_id: str, created_version: int,
@@ -277,7 +232,7 @@ class Store:
                     outcome: str | None, error: str | None, created_at: float,
                     updated_at: float) -> None:
         """Insert, or update every column except created_at. outcome None = still in the pipeline."""
-        self._put("upsert_item", _ITEM_COLS, (
+        self._put("upsert_item", ITEM_COLS, (
             run_id, item_id, created_version, parent_artifact_id, stage,
             dumps(payload or {}, column="payload"), outcome, error, created_at, updated_at))
 
@@ -285,7 +240,7 @@ class Store:
                           version_at_consume: int | None, gap: int | None, enqueued_at: float | None,
                           started_at: float | None, finished_at: float | None,
                           outcome: str | None) -> None:
-        self._put("insert_item_stage", _STAGE_COLS, (
+        self._put("insert_item_stage", STAGE_COLS, (
             run_id, item_id, stage, version_at_consume, gap, enqueued_at, started_at, finished_at,
             outcome))
 
@@ -293,12 +248,12 @@ class Store:
         """One row per CallRecord; rec.started_at becomes created_at. Its messages and response
         go to blobs (each new text once, in the same batch as the row) unless the run keeps no
         text ([store] keep_llm_text = false)."""
-        values = params(_CALL_COLS, (
+        values = params(CALL_COLS, (
             run_id, rec.endpoint, rec.url, rec.model, rec.stage, rec.status, rec.finish_reason,
             rec.prompt_tokens, rec.completion_tokens, rec.latency_s, getattr(rec, "ttft_s", None),
             rec.retries, rec.error, item_id, rec.started_at))
         n_messages, refs = self._texts.refs(run_id, rec, self._put_blob)
-        self._put_sql("insert_llm_call", blobs.call_insert_sql(_CALL_COLS, n_messages), (*values, *refs))
+        self._put_sql("insert_llm_call", blobs.call_insert_sql(CALL_COLS, n_messages), (*values, *refs))
 
     def _put_blob(self, h: bytes, size: int, raw: bytes) -> None:
         self._put_sql("insert_blob", blobs.INSERT_SQL, (h, size, raw))
@@ -306,26 +261,26 @@ class Store:
     def put_judge_labels(self, key: str, *, model: str, labels: list[str], invalid_answers: int,
                          created_at: float) -> None:
         """Cache an edit-type judge's answer (schema v5) under key (a hash of prompt, model, diff)."""
-        self._put_sql("put_judge_labels", _SQL["put_judge_labels"],
+        self._put_sql("put_judge_labels", SQL["put_judge_labels"],
                       (key, model, json.dumps(sorted(labels)), int(invalid_answers), created_at))
 
     def insert_staleness(self, run_id: str, *, item_id: str, stage: str, policy: str | None,
                          gap: int | None, item_version: int | None, pool_version: int | None,
                          decision: str, reason: str | None, created_at: float, tokens: int = 0,
                          detail: dict | None = None) -> None:
-        self._put("insert_staleness", _STALE_COLS, (
+        self._put("insert_staleness", STALE_COLS, (
             run_id, item_id, stage, policy, gap, item_version, pool_version, decision, reason,
             created_at, tokens, dumps(detail, column="detail")))
 
     def insert_review(self, run_id: str, *, item_id: str, gate: str, decision: str, reason: str | None,
                       edited: bool, created_at: float) -> None:
         """A human review decision (approve / reject / edit / skip) on a held proposal."""
-        self._put("insert_review", _REVIEW_COLS, (run_id, item_id, gate, decision, reason, int(edited), created_at))
+        self._put("insert_review", REVIEW_COLS, (run_id, item_id, gate, decision, reason, int(edited), created_at))
 
     def insert_audit(self, run_id: str, *, item_id: str, transition: str, component: str | None, decision: str,
                      reason: str | None, detail: dict, created_at: float) -> None:
         """One audited transition of a proposal (schema v6, engine/stages/audit.py)."""
-        self._put("insert_audit", _AUDIT_COLS, (run_id, item_id, transition, component, decision, reason,
+        self._put("insert_audit", AUDIT_COLS, (run_id, item_id, transition, component, decision, reason,
                                                 dumps(detail, column="detail"), created_at))
 
     # -- reads (committed data only) ---------------------------------------------------------

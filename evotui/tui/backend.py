@@ -1,20 +1,18 @@
 """What the TUI shows and steers, independent of where the run lives.
 
 A Backend yields immutable Frames (one engine snapshot plus the histories the UI plots),
-log lines, the artifact tree and pending reviews, and executes control commands. LiveBackend
-wraps an EngineRun in this process; AttachBackend (attach.py) reads another process's
-database and talks to its control socket; tests use a frozen backend. Nothing here imports
-textual, so the bench and tests can use it directly.
+log lines, the artifact tree and pending reviews (those values are defined in views.py), and
+executes control commands. LiveBackend wraps an EngineRun in this process; AttachBackend
+(attach.py) reads another process's database and talks to its control socket; tests use a
+frozen backend. Nothing here imports textual, so the bench and tests can use it directly.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import statistics
 import time
 from collections import deque
-from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 from engine.component_versions import ComponentsView, components_view
 from engine.events import Event
@@ -27,113 +25,14 @@ from engine.pipeline.review import PendingReview, ReviewError
 from engine.pool import PoolError
 from engine.run_admin import AdminError, restore_with
 from engine.run_analysis import RunAnalysis, analyze_run
-from engine.snapshot import EngineSnapshot
 from engine.store.store import Store, StoreError
 from engine.trace.errors import TraceError
 from evotui.tui.caches import Cached, IslandsCache
 from evotui.tui.log_lines import decision_line, event_line
+from evotui.tui.views import ArtifactView, Frame, LLMStat, ReviewEvidence, percentile, provenance
 
 class BackendError(Exception):
     """A control command failed; the message is shown to the user as is."""
-
-
-@dataclass(frozen=True)
-class LLMStat:
-    endpoint: str
-    in_flight: int
-    calls: int
-    errors: int
-    retries: int
-    p50_s: float | None
-    p95_s: float | None
-    tokens_in: int
-    tokens_out: int
-
-
-@dataclass(frozen=True)
-class ArtifactView:
-    artifact_id: str
-    parent_id: str | None
-    version: int
-    status: str
-    score: float | None
-    text: str
-    note: str = ""
-    """Review decision or other provenance, e.g. "edited at evaluate"."""
-    meta: Mapping[str, Any] = field(default_factory=dict, compare=False)
-    """The artifact's meta: strategy `notes`, `selection` tags, program `metrics`."""
-
-
-@dataclass(frozen=True)
-class ReviewEvidence:
-    """What is known about a pending item beside its diff (empty where the item has no such data)."""
-
-    child_mb: tuple[float, ...] = ()
-    parent_mb: tuple[float, ...] = ()
-    """Minibatch scores of the child and of its parent on the same examples (prompt tasks)."""
-    child_score: float | None = None
-    """Validation mean (prompt, after evaluation) or evaluated score (program)."""
-    parent_score: float | None = None
-    gaps: Mapping[str, int] = field(default_factory=dict)
-    """Version gap at each stage the item entered."""
-    staleness: tuple[str, ...] = ()
-    """The staleness policy's decisions for it: "stage gap N -> decision: reason"."""
-    notes: Mapping[str, str] = field(default_factory=dict)
-    tags: Mapping[str, Any] = field(default_factory=dict)
-
-
-def provenance(meta: dict, parent_ids: list[str] | tuple[str, ...], review_note: str = "") -> str:
-    """How an artifact came to be, for the lineage view: merge parents, a reflective rebase, a
-    review decision."""
-    parts = []
-    if len(parent_ids) > 1:
-        parts.append("merge of " + " + ".join(parent_ids))
-    rebased = meta.get("rebased")
-    if isinstance(rebased, dict):
-        parts.append(f"patched from {rebased.get('from_parent')} (v{rebased.get('from_version')} -> "
-                     f"v{rebased.get('to_version')})")
-    if review_note:
-        parts.append(review_note)
-    return " · ".join(parts)
-
-
-@dataclass(frozen=True)
-class Frame:
-    snap: EngineSnapshot
-    llm: tuple[LLMStat, ...]
-    decisions: tuple[str, ...]
-    """Recent staleness / review decisions, newest last."""
-    time_scale: float
-    source: str
-    can_control: bool
-    finished: str = ""
-    history: RunHistory | None = field(default=None, compare=False)
-    """The plots' data; frames compare by `history_rev` and `history_now` instead."""
-    history_rev: int = -1
-    history_now: float = 0.0
-    """Run time (s) where the plots' time axes end (held while paused or finished)."""
-
-    @property
-    def sim_minutes(self) -> float:
-        return self.snap.elapsed_s * (self.time_scale if self.snap.simulated else 1.0) / 60.0
-
-    @property
-    def proposals_per_min(self) -> float:
-        m = self.sim_minutes
-        return self.snap.proposals / m if m > 0 else 0.0
-
-    @property
-    def acceptance(self) -> float | None:
-        done = self.snap.accepted + self.snap.rejected
-        return self.snap.accepted / done if done else None
-
-
-def percentile(values: list[float], q: float) -> float | None:
-    if not values:
-        return None
-    if len(values) == 1:
-        return values[0]
-    return statistics.quantiles(values, n=100, method="inclusive")[int(q) - 1]
 
 
 async def analysis_of(db_path, run_id: str) -> RunAnalysis:

@@ -6,7 +6,7 @@ contains it (never 1.0, so rollout never skips a step) and otherwise feedback
 
 An output "RAISE" makes the metric raise (a broken metric).
 
-The LLM (an httpx.MockTransport handler, injected through engine.runner.sim_transport):
+The LLM (an httpx.MockTransport handler, injected through engine.run_setup.sim_transport):
 - rollout / evaluate: answers the example's keyword if the system prompt contains
   "KEYWORD-<keyword>", else "unknown";
 - propose: copies the current instructions (first fenced block of the user message) and adds
@@ -34,7 +34,7 @@ from typing import Callable
 import httpx
 import pytest
 
-from engine import runner as runner_mod
+from engine import run_setup
 from engine.runner import EngineRun, RunResult
 from engine.stages.prompt_stages import current_item
 from engine.store.store import read_only_open
@@ -271,7 +271,7 @@ class Harness:
         self.task_dir = write_task(tmp_path / "kwtask")
         self.db = tmp_path / "runs.db"
         self.fake = FakeLLM()
-        monkeypatch.setattr(runner_mod, "sim_transport", self.fake.transport)
+        monkeypatch.setattr(run_setup, "sim_transport", self.fake.transport)
         self._started: list[tuple[EngineRun, asyncio.Task]] = []
 
     @staticmethod

@@ -7,7 +7,8 @@ from pathlib import Path
 
 from engine.config import build_config
 from engine.pipeline.orchestrator import Orchestrator
-from engine.runner import _build_context, new_run_id
+from engine.run_setup import build_context
+from engine.runner import new_run_id
 from engine.stages.kinds import build_handlers
 from engine.stages.program_stages import ProgramStages
 from engine.store.store import Store
@@ -17,7 +18,7 @@ async def run_program(task, db: Path, layers: dict) -> tuple[Orchestrator, Progr
     config = build_config([("defaults of task.toml", task.defaults), ("test", layers)])
     store = await Store.open(db, create=True)
     run_id = new_run_id()
-    ctx, _ = await _build_context(run_id, config, task, store)
+    ctx, _ = await build_context(run_id, config, task, store)
     store.insert_run(run_id, task=task.name, task_path=str(task.path), config_json=config.model_dump_json(),
                      seed=config.seed, mode=config.pipeline.mode, policy=config.pipeline.policy,
                      backend=ctx.backend, status="running", created_at=time.time())

@@ -14,20 +14,20 @@ Two profiles:
   concurrency cap above which requests are rejected (HTTP 429).
 
 Both are discrete-event simulators driven by clock timers (clock.py): rates change exactly
-when a sequence joins or leaves, and nothing polls.
+when a sequence joins or leaves, and nothing polls. The Job record and the accounting both
+share are in server_base.py.
 """
 
 from __future__ import annotations
 
-import asyncio
 import heapq
 import math
 import random
 from collections import deque
-from dataclasses import dataclass
 
 from engine.config import LengthDist, SimConfig
 from engine.llm.sim.clock import Clock, TimerHandle
+from engine.llm.sim.server_base import Job, Rejected, ServerBase, resolve_future
 
 FALLBACK_LENGTH = LengthDist(median=600, sigma=0.7, max=6000)
 """Used when cfg.lengths has neither the request's stage nor a "default" entry."""
@@ -56,86 +56,7 @@ class LengthSampler:
         return median * math.exp(sigma * self._rng.gauss(0.0, 1.0))
 
 
-class Rejected(Exception):
-    """The api profile is at its concurrency cap (answered with HTTP 429)."""
-
-
-@dataclass(eq=False)
-class Job:
-    """One generation request; times are simulated seconds, filled in as it progresses."""
-
-    prompt_tokens: int
-    tokens: int
-    arrival: float = 0.0
-    admitted: float | None = None
-    first_token: float | None = None
-    finish: float | None = None
-    first_fut: asyncio.Future | None = None
-    done_fut: asyncio.Future | None = None
-    # vllm profile: what (re)admission prefills and what is left to decode (both change when
-    # the job is preempted), the decode counter when it joined, and how often it was preempted.
-    kv_prompt: float = 0.0
-    left: float = 0.0
-    v_join: float = 0.0
-    preemptions: int = 0
-
-    @property
-    def latency(self) -> float:
-        return math.nan if self.finish is None else self.finish - self.arrival
-
-
-def _resolve(fut: asyncio.Future | None) -> None:
-    if fut is not None and not fut.done():  # a cancelled waiter (client gone) needs nothing
-        fut.set_result(None)
-
-
-class _ServerBase:
-    """Shared bookkeeping: running-sequence integral and finished-token counts."""
-
-    capacity: int
-
-    def __init__(self, clock: Clock) -> None:
-        self.clock = clock
-        self.running_integral = 0.0
-        """Sum over simulated time of running (decoding) sequences: seq * seconds."""
-        self.tokens_generated = 0
-        self.finished = 0
-        self.aborted = 0
-        self.peak_running = 0
-        self.started_at: float | None = None
-        self._t = 0.0  # simulated time up to which the accounting is exact
-
-    def full(self) -> bool:
-        """True when a new request would be rejected right now (api profile only)."""
-        return False
-
-    def kv_figures(self) -> dict:
-        """KV-cache figures (vllm profile; none for a hosted endpoint)."""
-        return {}
-
-    def _attach(self, job: Job) -> None:
-        loop = asyncio.get_running_loop()
-        job.first_fut, job.done_fut = loop.create_future(), loop.create_future()
-
-    def settle(self) -> None:
-        """Bring the accounting up to the present (only needed while requests are in flight)."""
-
-    def _finish(self, job: Job, t: float) -> None:
-        job.finish = t
-        self.finished += 1
-        self.tokens_generated += job.tokens
-        _resolve(job.first_fut)
-        _resolve(job.done_fut)
-
-    def elapsed(self) -> float:
-        """Simulated seconds from the first arrival to now, or to the last event when idle."""
-        if self.started_at is None:
-            return 0.0
-        self.settle()
-        return max(0.0, self._t - self.started_at)
-
-
-class VllmServer(_ServerBase):
+class VllmServer(ServerBase):
     """Continuous batching with processor-sharing decode and a KV cache (see module docstring).
 
     All decoding sequences advance at the same rate, so progress is kept as one counter
@@ -314,7 +235,7 @@ class VllmServer(_ServerBase):
                 _, seq, job = heapq.heappop(self._prefilling)
                 if job.first_token is None:
                     job.first_token = t_ev
-                    _resolve(job.first_fut)
+                    resolve_future(job.first_fut)
                 job.v_join = self._v
                 self._kv_joins += self._v
                 heapq.heappush(self._decoding, (self._v + job.left, seq, job))
@@ -345,7 +266,7 @@ class VllmServer(_ServerBase):
         self._reschedule()
 
 
-class ApiServer(_ServerBase):
+class ApiServer(ServerBase):
     """Load-independent latency: lognormal TTFT + tokens / api_tok_s; 429 above the cap."""
 
     def __init__(self, cfg: SimConfig, clock: Clock, sampler: LengthSampler) -> None:
@@ -390,7 +311,7 @@ class ApiServer(_ServerBase):
         self._active.add(job)
         self.peak_running = max(self.peak_running, len(self._active))
         self._timers[job] = [
-            self.clock.call_at(job.first_token, lambda: _resolve(job.first_fut)),
+            self.clock.call_at(job.first_token, lambda: resolve_future(job.first_fut)),
             self.clock.call_at(finish, lambda: self._done(job, finish)),
         ]
         return job
