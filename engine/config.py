@@ -200,6 +200,10 @@ class PipelineConfig(StrictModel):
     chain_validators: int = Field(default=2, gt=0)
     """chain: full validations running at once; a waiting head that a newer head superseded is
     skipped (the newer head carries its edit)."""
+    chain_validation_width: int | None = Field(default=None, gt=0)
+    """chain: validation rollouts of one head running at once (None: all examples at once).
+    Fewer sequences beside the chains' steps decode those steps faster on a batching server
+    (the critical path), at the cost of slower background validations."""
     pxn_parents: int = Field(default=2, gt=0)
     pxn_mutations: int = Field(default=4, gt=0)
     adaptive: bool = False

@@ -101,6 +101,7 @@ def settings(p) -> str:
     elif mode.chains:
         parts += [f"chains={p.chains}", f"chain_validators={p.chain_validators}"]
         parts += ["chain_revert=on"] if p.chain_revert else []
+        parts += [f"chain_validation_width={p.chain_validation_width}"] if p.chain_validation_width else []
     return " ".join(parts)
 
 

@@ -33,6 +33,10 @@ MODES = {
     "chain-8v1": {"pipeline": {"mode": "chain", "chains": 8, "chain_validators": 1}},
     "chain-10v1": {"pipeline": {"mode": "chain", "chains": 10, "chain_validators": 1}},
     "chain-12v1": {"pipeline": {"mode": "chain", "chains": 12, "chain_validators": 1}},
+    # A head's validation rollouts 10 (5) at a time: fewer sequences beside the chains' steps
+    # on the server, so the steps decode faster; the validations take longer.
+    "chain-8w10": {"pipeline": {"mode": "chain", "chains": 8, "chain_validation_width": 10}},
+    "chain-8w5": {"pipeline": {"mode": "chain", "chains": 8, "chain_validation_width": 5}},
     # Saturation, not quality: enough items in flight, and client requests up to the backend's
     # capacity, to keep the backend full (use with a larger --proposals).
     "async-max": {"pipeline": {"mode": "async", "max_in_flight": 192, "queue_capacity": 384, "merge": False,

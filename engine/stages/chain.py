@@ -148,7 +148,8 @@ class ChainMixin:
                 newer = ctx.chain.head_chain[0] if ctx.chain.head_chain else ctx.chain.head_base
                 item.end("superseded", f"a newer head ({newer}) carries its edit")
                 return None
-            self.record_validation(item, await self.full_validation(item, child))
+            width = ctx.config.pipeline.chain_validation_width
+            self.record_validation(item, await self.full_validation(item, child, width))
         # Lineage: the nearest ancestor head that made it into the pool, else the base.
         item.parent_id = next((f"a{i[1:]}" for i in item.chain.head_chain if f"a{i[1:]}" in ctx.pool),
                               item.parent_id)

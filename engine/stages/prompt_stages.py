@@ -153,9 +153,20 @@ class PromptStages(PinnedParents, AuditMixin, SpeculationMixin, ChainMixin, Stal
             "feedback": result.feedback + note,
         }
 
-    async def run_examples(self, prompt_text: str, example_ids: list[str], stage: str) -> list[dict]:
-        """All examples at once; the first failure cancels the rest (their answers are no use)."""
-        tasks = [asyncio.ensure_future(self.run_example(prompt_text, ex, stage)) for ex in example_ids]
+    async def run_examples(self, prompt_text: str, example_ids: list[str], stage: str,
+                           width: int | None = None) -> list[dict]:
+        """All examples at once (at most `width` at a time if given); the first failure cancels
+        the rest (their answers are no use)."""
+        if width is not None and width < len(example_ids):
+            slots = asyncio.Semaphore(width)
+
+            async def one(ex: str) -> dict:
+                async with slots:
+                    return await self.run_example(prompt_text, ex, stage)
+        else:
+            def one(ex: str):
+                return self.run_example(prompt_text, ex, stage)
+        tasks = [asyncio.ensure_future(one(ex)) for ex in example_ids]
         try:
             return list(await asyncio.gather(*tasks))
         except BaseException:
@@ -298,23 +309,24 @@ class PromptStages(PinnedParents, AuditMixin, SpeculationMixin, ChainMixin, Stal
         """A hot-swapped edit on the whole validation set (engine/hot_swap.py)."""
         return await self.run_examples(components.render(parts), list(self.ctx.task.val_ids), "evaluate")
 
-    async def full_validation(self, item: WorkItem, child: str) -> list[dict]:
-        """Full validation; with speculation, the prefix first and a speculative insert if it
-        beats the pool's best, then the rest (the same requests either way)."""
+    async def full_validation(self, item: WorkItem, child: str, width: int | None = None) -> list[dict]:
+        """Full validation, `width` rollouts at a time if given; with speculation, the prefix
+        first and a speculative insert if it beats the pool's best, then the rest (the same
+        requests either way)."""
         ctx = self.ctx
         cfg = ctx.config.pipeline
         order = ctx.val_order.order if ctx.val_order is not None else ctx.task.val_ids
         ctx.bus.publish(ev.EvaluationStart(item_id=item.item_id, split="val", n_examples=len(order)))
         if not cfg.speculation or ctx.val_order is None:
-            val = await self.run_examples(child, order, "evaluate")
+            val = await self.run_examples(child, order, "evaluate", width)
         else:
             cut = ctx.val_order.prefix_size(cfg.spec_alpha)
-            prefix = await self.run_examples(child, order[:cut], "evaluate")
+            prefix = await self.run_examples(child, order[:cut], "evaluate", width)
             partial = sum(t["score"] for t in prefix) / len(prefix)
             best = ctx.pool.best()
             if cut < len(order) and best is not None and partial > best.val_mean:
                 self.insert_speculative(item, child, prefix, partial, best.val_mean)
-            val = prefix + await self.run_examples(child, order[cut:], "evaluate")
+            val = prefix + await self.run_examples(child, order[cut:], "evaluate", width)
         if ctx.val_order is not None:
             ctx.val_order.record({t["example_id"]: t["score"] for t in val})
         return val

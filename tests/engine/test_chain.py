@@ -293,3 +293,35 @@ async def test_without_chain_revert_the_chain_builds_on_a_worse_head(harness) ->
     a3 = run.ctx.pool.get("a000003")
     assert "KEYWORD-beta" in a3.text and "KEYWORD-alpha" not in a3.text
     assert run.ctx.staleness_counts["chain_revert"] == 0
+
+
+@pytest.mark.parametrize("width", [None, 2])
+async def test_validation_width_caps_a_head_s_validation_rollouts_in_flight(harness, width) -> None:
+    """chain_validation_width: at most that many of a head's validation rollouts wait on the
+    server at once (the rest follow as they finish); None sends them all together."""
+    import asyncio
+
+    fake = harness.fake
+    fake.override = add_next_keyword
+    gate_runs = 2 * len(TRAIN_KEYWORDS)  # the candidate on its minibatch and on the next one
+    seen: list[int] = []
+
+    def val(r) -> bool:
+        """Item 1's evaluate requests after its gate's: its validation rollouts."""
+        if (r.stage, r.item_id) != ("evaluate", "i000001"):
+            return False
+        seen.append(r.seq)
+        return len(seen) > gate_runs
+
+    held = fake.hold(val)
+    run = await harness.create(pipeline={**CHAIN, "chains": 1, "chain_validation_width": width},
+                               budget={"max_proposals": 1})
+    done = asyncio.ensure_future(harness.run_to_end(run))
+    expected = len(VAL_KEYWORDS) if width is None else width
+    await until(lambda: len(held.arrived) >= expected, timeout=30, what="the first validation rollouts")
+    await asyncio.sleep(0.05)  # nothing more arrives while those are held
+    assert len(held.arrived) == expected
+    held.release()
+    assert (await done).status == "completed"
+    validation = fake.of("evaluate", "i000001")[gate_runs:]
+    assert sorted(r.keyword() for r in validation) == sorted(VAL_KEYWORDS)
