@@ -19,8 +19,11 @@ def _notes(db) -> dict[str, dict]:
 
 
 def test_contextevolve_improves_on_the_seed_and_its_children_carry_the_agents_notes(db):
+    # Mode sync: the same seed gives the same run item by item, so the improvement asserted
+    # below does not depend on how the machine schedules concurrent items (in async, a loaded
+    # machine once ended 30 proposals without one).
     proc = evotui("run", "circle_packing", "--no-ui", "--db", str(db), "--strategy", "contextevolve",
-                  "--max-proposals", "30", *FAST, timeout=300)
+                  "--max-proposals", "30", "--mode", "sync", *FAST, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     s = summary_of(proc)
     assert s["strategy"] == "contextevolve" and s["status"] == "completed" and s["proposal_attempts"] == 30

@@ -118,8 +118,8 @@ def ray_env() -> dict:
 def test_program_task_improves_on_ray(head, tmp_path):
     db = tmp_path / "r.db"
     proc = evotui("run", "circle_packing", "--no-ui", "--db", str(db), "--evaluator", "ray", "--ray-address",
-                  head.address, "--config", str(config_file(tmp_path)), "--max-proposals", "16", *FAST,
-                  env=ray_env(), timeout=300)
+                  head.address, "--config", str(config_file(tmp_path)), "--max-proposals", "24", "--mode", "sync",
+                  *FAST, env=ray_env(), timeout=300)  # sync: the improvement does not hang on timing
     assert proc.returncode == 0, proc.stderr[-3000:]
     s = summary_of(proc)
     assert s["status"] == "completed" and s["best_score"] > s["seed_score"]
