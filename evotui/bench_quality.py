@@ -4,10 +4,10 @@ Why: a row's `best` is the highest *validation* score among the candidates the r
 and each validation is one noisy draw (the task model answers at temperature). The maximum of
 many draws rises with the number of draws, so a mode that fully validates more candidates
 reports a higher `best` for prompts of the same true quality. On the rules task a prompt that
-states every rule correctly scores 0.922 on average on the 30 validation examples, with a
+states every rule correctly scores 0.923 on average on the 30 validation examples, with a
 standard deviation of 0.033 per validation; the best of 64 validations of such a prompt is
-about 0.985 and the best of 128 about 0.989 (median; `python -m evotui.bench_quality`). `held` removes that bias:
-the best artifact each run ends with (evotui: the pool's best; GEPA: its best candidate) is
+about 0.985 and the best of 128 about 0.989 (medians; `python -m evotui.bench_quality`).
+`held` removes that bias: the best artifact each run ends with (evotui: the pool's best; GEPA: its best candidate) is
 answered HELDOUT_REPEATS times on every example of the task's held-out split by the same
 simulated task model, and the mean is reported. It runs after the run, outside its timing.
 
