@@ -10,6 +10,9 @@ about 0.985 and the best of 128 about 0.989 (medians; `python -m evotui.bench_qu
 `held` removes that bias: the best artifact each run ends with (evotui: the pool's best; GEPA: its best candidate) is
 answered HELDOUT_REPEATS times on every example of the task's held-out split by the same
 simulated task model, and the mean is reported. It runs after the run, outside its timing.
+The backend is seeded with the bench seed, so every row of a seed is scored with the same
+draws (common random numbers): on `rules` two prompts that state the same rules the same way
+get the same `held`, and rows of one seed differ only where their prompts differ.
 
 Program tasks score deterministically (no noise to select on); their rows have no `held`.
 """
