@@ -45,20 +45,14 @@ async def heldout_score(task: Any, text: str, seed: int, repeats: int = HELDOUT_
     if not available(task):
         return None
     from engine.trace.llm import make_client
+    from engine.trace.replay_prompt import ValScorer
     from engine.tasks.sim_behaviours import all_behaviours
 
     client = make_client(EndpointConfig(url=SIM_URL), {"sim": {"seed": seed, "time_scale": _SIM_TIME_SCALE}},
                          "bench-heldout", behaviours=tuple(all_behaviours()))
-    sem = asyncio.Semaphore(_CONCURRENCY)
-
-    async def one(example: dict) -> float:
-        async with sem:
-            res = await client.chat([{"role": "system", "content": text},
-                                     {"role": "user", "content": task.user_message(example)}], stage="rollout")
-        return task.score(example, res.text).score
-
+    scorer = ValScorer(task, client, concurrency=_CONCURRENCY)  # one example: the run's rollout, scored
     try:
-        scores = await asyncio.gather(*(one(ex) for ex in task.heldout for _ in range(repeats)))
+        scores = await asyncio.gather(*(scorer.one(text, ex) for ex in task.heldout for _ in range(repeats)))
     except LLMError as exc:  # the row keeps its other figures; its `held` is left empty
         print(f"evotui: warning: held-out rollouts failed, the row has no held-out score: {exc}",
               file=sys.stderr, flush=True)

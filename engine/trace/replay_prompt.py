@@ -45,9 +45,9 @@ def child_of(reply: str, parent: dict[str, Any], cand: dict[str, Any]) -> tuple[
 class ValScorer:
     """The mean metric score of a prompt over the task's validation examples (the run's task model)."""
 
-    def __init__(self, task: Any, client: Any) -> None:
+    def __init__(self, task: Any, client: Any, concurrency: int = CONCURRENCY) -> None:
         self.task, self.client = task, client
-        self.sem = asyncio.Semaphore(CONCURRENCY)
+        self.sem = asyncio.Semaphore(concurrency)
 
     async def one(self, prompt: str, example: dict) -> float:
         async with self.sem:
