@@ -197,6 +197,12 @@ class PipelineConfig(StrictModel):
     its edits back out of the shared head (engine/stages/chain.py, _revert_if_worse). Off: no
     measured effect (evotui bench --peers, chain-8 vs chain-8r, 3 seeds at 48 and at 200
     proposals, simulated vllm: best per seed +0.001 on average, throughput within noise)."""
+    chain_early_gate: bool = True
+    """chain: decide a step's gate as soon as the missing answers could not change it, hand the
+    step on and cancel the answers it no longer needs (engine/stages/chain_gate.py). The same
+    decisions as waiting for all nine answers, sooner and with fewer tokens. On by measurement
+    (evotui bench --modes chain-8,chain-8-wait, 48 proposals, simulated vllm): about 8% more
+    proposals per minute, held-out quality unchanged."""
     chain_validators: int = Field(default=2, gt=0)
     """chain: full validations running at once; a waiting head that a newer head superseded is
     skipped (the newer head carries its edit)."""

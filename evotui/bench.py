@@ -59,7 +59,9 @@ async def run_one(task: str, mode: str, seed: int, profile: str, proposals: int,
         "status": result.status,
         "proposals": s["proposals"],
         "proposal_attempts": s["proposal_attempts"],
-        "proposals_per_min": s["proposals_per_min"] or 0.0,
+        # Attempts (a proposal whose edit changed nothing included), as the peers count their
+        # reflection calls: the same unit on both sides of a ratio.
+        "proposals_per_min": s["proposal_attempts"] / s["pipeline_minutes"] if s["pipeline_minutes"] else 0.0,
         "pipeline_minutes": s["pipeline_minutes"],
         "best_score": s["best_score"],
         "heldout_score": held,
@@ -101,6 +103,7 @@ def settings(p) -> str:
     elif mode.chains:
         parts += [f"chains={p.chains}", f"chain_validators={p.chain_validators}"]
         parts += ["chain_revert=on"] if p.chain_revert else []
+        parts += [f"chain_early_gate={'on' if p.chain_early_gate else 'off'}"]
         parts += [f"chain_validation_width={p.chain_validation_width}"] if p.chain_validation_width else []
     return " ".join(parts)
 

@@ -6,6 +6,7 @@ pxn) tend to repeat each other's edit. A chain avoids both. The gate of a candid
 its own minibatch and on the next one, and runs the head (what the candidate was made from) on
 the next one as well, so the traces for the next proposal exist the moment the gate decides:
 the next item starts at propose with them, from the candidate if it passed, else from the head.
+The gate is decided as soon as the answers still out could not change it (chain_gate.py).
 The candidate's full validation runs in the background, off the chain's critical path.
 
 All chains share one head. A candidate that passes after another chain moved the head is
@@ -23,6 +24,7 @@ import asyncio
 from engine import events as ev
 from engine.items import ChainLink, WorkItem
 from engine.selection import merge
+from engine.stages import chain_gate
 
 
 class ChainMixin:
@@ -30,8 +32,8 @@ class ChainMixin:
     record_validation() and the orchestrator's `spawn(parent_id, minibatch, payload, stage)`."""
 
     _validation_slots: asyncio.Semaphore | None = None
-    _prefetched: dict[str, asyncio.Future] | None = None
-    """item id -> the head's run on the step's next minibatch, started beside the proposal."""
+    _prefetched: dict[str, list[asyncio.Future]] | None = None
+    """item id -> the head's answers on the step's next minibatch, started beside the proposal."""
 
     def head_text(self, item: WorkItem) -> str:
         """The text an item improves: its chain head, else its pool parent."""
@@ -58,11 +60,11 @@ class ChainMixin:
         nxt = item.payload["next_mb"] = self.ctx.sampler.next()
         if self._prefetched is None:
             self._prefetched = {}
-        self._prefetched[item.item_id] = asyncio.ensure_future(self.run_examples(self.head_text(item), nxt, "rollout"))
+        head = self.head_text(item)
+        self._prefetched[item.item_id] = [asyncio.ensure_future(self.run_example(head, ex, "rollout")) for ex in nxt]
 
     def _drop_prefetch(self, item_id: str) -> None:
-        task = (self._prefetched or {}).pop(item_id, None)
-        if task is not None and not task.done():
+        for task in (self._prefetched or {}).pop(item_id, []):
             task.cancel()
 
     def ended(self, item: WorkItem) -> None:
@@ -87,22 +89,27 @@ class ChainMixin:
         head, child = self.head_text(item), item.payload["child"]
         # The minibatch drawn at the step's start (kept in the payload, so a resume reuses it).
         nxt = item.payload.get("next_mb") or ctx.sampler.next()
-        early = (self._prefetched or {}).pop(item.item_id, None)
+        prefetched = (self._prefetched or {}).pop(item.item_id, None)
         ctx.bus.publish(ev.EvaluationStart(item_id=item.item_id, split="minibatch",
                                            n_examples=len(item.minibatch) + len(nxt)))
-        own, child_next, head_next = await asyncio.gather(
-            self.run_examples(child, item.minibatch, "evaluate"),
-            self.run_examples(child, nxt, "evaluate"),
-            early if early is not None else self.run_examples(head, nxt, "rollout"),
-        )
+        score_range = getattr(ctx.task, "score_range", (0.0, ctx.task.max_score))
+        gate = await chain_gate.decide(self.run_example, child, item.minibatch, nxt, head, sum(item.payload["parent_mb"]),
+                                       score_range, ctx.config.pipeline.chain_early_gate, head_next=prefetched)
+        own, child_next, head_next = gate.child_own, gate.child_next, gate.head_next
         scores = [t["score"] for t in own + child_next]
         child_sum = sum(scores)
         parent_sum = sum(item.payload["parent_mb"]) + sum(t["score"] for t in head_next)
         item.payload["child_mb"] = scores
-        ctx.bus.publish(ev.EvaluationEnd(item_id=item.item_id, split="minibatch", score=child_sum / len(scores)))
+        if gate.cancelled:
+            item.payload["gate_cancelled"] = gate.cancelled
+            ctx.staleness_counts["chain_early_gate"] += 1
+        ctx.bus.publish(ev.EvaluationEnd(item_id=item.item_id, split="minibatch", score=child_sum / max(1, len(scores))))
         reason = ""
-        if child_sum <= parent_sum:
-            reason = f"minibatch gate: {child_sum:.2f} <= head {parent_sum:.2f}"
+        if not gate.passed:
+            # Early, the head's side is complete and the candidate's missing answers count at best.
+            unrun = len(item.minibatch) + len(nxt) - len(scores)
+            bound = f"at most {child_sum + unrun * score_range[1]:.2f}" if unrun else f"{child_sum:.2f}"
+            reason = f"minibatch gate: {bound} <= head {parent_sum:.2f}"
         elif ch.seq != link.head_seq:
             rebased = merge.three_way(head, child, ch.head_text)
             if rebased is None:

@@ -325,3 +325,46 @@ async def test_validation_width_caps_a_head_s_validation_rollouts_in_flight(harn
     assert (await done).status == "completed"
     validation = fake.of("evaluate", "i000001")[gate_runs:]
     assert sorted(r.keyword() for r in validation) == sorted(VAL_KEYWORDS)
+
+
+@pytest.mark.parametrize("early", [True, False])
+async def test_a_gate_certain_before_its_last_answers_hands_on_and_cancels_them(harness, early) -> None:
+    """Item 1's candidate states every training keyword, the head (the seed) none: its own answers
+    already outscore anything the head could reach on the next minibatch. With chain_early_gate
+    (the default) the step is handed on while the head's runs there are still held and those runs
+    are cancelled; without it the gate waits for them."""
+    import asyncio
+
+    fake = harness.fake
+    every = [f"KEYWORD-{k}" for k in TRAIN_KEYWORDS]
+    fake.override = lambda req: (fenced(req.current(), *every) if (req.stage, req.item_id) == ("propose", "i000001")
+                                 else add_next_keyword(req) if req.stage == "propose" else None)
+    n = len(TRAIN_KEYWORDS)
+    seen: list[int] = []
+
+    def head_on_next(r) -> bool:
+        """The seed's runs for item 1 after its own rollout: the head on the next minibatch."""
+        if (r.stage, r.item_id, r.system) != ("rollout", "i000001", SEED_PROMPT):
+            return False
+        seen.append(r.seq)
+        return len(seen) > n
+
+    held = fake.hold(head_on_next)
+    run = await harness.create(pipeline={**CHAIN, "chains": 1, "chain_early_gate": early}, budget={"max_proposals": 1})
+    done = asyncio.ensure_future(harness.run_to_end(run, timeout=30))
+    await until(lambda: len(held.arrived) == n, timeout=30, what="the head's runs on the next minibatch")
+    if not early:
+        await until(lambda: len(fake.of("evaluate", "i000001")) == 2 * n, timeout=30, what="the candidate's gate runs")
+        await asyncio.sleep(0.05)
+        assert not done.done() and len(fake.of("evaluate", "i000001")) == 2 * n  # no validation before the gate ends
+        held.release()
+    result = await done
+    assert result.status == "completed" and result.summary["accepted"] == 1
+    items = {i["item_id"]: i for i in await harness.rows("items", run.ctx.run_id)}
+    assert items["i000001"]["outcome"] == "accepted"
+    assert items["i000001"]["payload"].get("gate_cancelled") == (n if early else None)
+    assert run.ctx.staleness_counts["chain_early_gate"] == (1 if early else 0)
+    # Validated in full either way; early, the held runs were never answered.
+    art = run.ctx.pool.best()
+    assert art.val_mean > 0 and len(art.val_scores) == len(VAL_KEYWORDS)
+    assert held.event.is_set() is (not early)
