@@ -1,11 +1,11 @@
 """OpenAI-compatible chat client: bounded concurrency, retries with jittered backoff, SSE streaming.
 
 Every chat() reports exactly one CallRecord through on_call (success, "length", final error, or
-"cancelled" when a stop cancels it mid-flight), carrying the messages sent and the response text
-(none for an error or a cancel). The API key is read from the environment per request. Credentials
-in the URL (userinfo, key-like query values) are sent but never shown: base_url, CallRecords and
-every error message carry the redacted URL, and each message is scrubbed of the key and the URL's
-secrets (servers and httpx echo them).
+"cancelled" when a stop or an already decided step cancels it mid-flight), carrying the messages
+sent and the response text (none for an error or a cancel). The API key is read from the
+environment per request. Credentials in the URL (userinfo, key-like query values) are sent but
+never shown: base_url, CallRecords and every error message carry the redacted URL, and each message
+is scrubbed of the key and the URL's secrets (servers and httpx echo them).
 """
 
 from __future__ import annotations
@@ -34,6 +34,9 @@ SIM_BASE_URL = "http://sim/v1"
 Shrink = Callable[[list[dict], LLMError], "list[dict] | None"]
 """A caller's truncation rule: (messages, the context_overflow error) -> shorter messages, or
 None when nothing can be cut. See engine.llm.shrink."""
+
+
+CANCELLED_ERROR = "cancelled: no longer needed (the run stopped, or its step was already decided)"
 
 
 class LLMClient:
@@ -271,10 +274,12 @@ class LLMClient:
                             err.message += " (still too long after shrinking the prompt once)"
                             err.args = (err.message,)
             except asyncio.CancelledError:
-                # A stop cancelled the request mid-flight: it was sent (and maybe served), so it
-                # is recorded like any other call, not lost with the run's last moments.
+                # A stop, or a chain step whose gate was already decided, cancelled the request
+                # mid-flight: it was sent (and maybe served), so it is counted and recorded like
+                # any other call (the endpoint's figures and the llm_calls rows agree).
+                self._calls += 1
                 self._report(CallRecord(status="cancelled", finish_reason=None, prompt_tokens=0,
-                                        completion_tokens=0, ttft_s=None, error="cancelled: the run stopped",
+                                        completion_tokens=0, ttft_s=None, error=CANCELLED_ERROR,
                                         endpoint=self.name, url=self.base_url, model=self.model, stage=stage,
                                         latency_s=time.perf_counter() - t0, retries=retries,
                                         started_at=started_at, messages=messages))

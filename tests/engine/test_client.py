@@ -373,3 +373,25 @@ def test_sim_url_needs_a_transport():
         LLMClient(EndpointConfig(), name="task")
     client = LLMClient(EndpointConfig(), name="task", transport=httpx.MockTransport(lambda r: completion()))
     assert client.base_url == "http://sim/v1"
+
+
+async def test_a_cancelled_call_is_counted_and_recorded_once():
+    """A request cancelled mid-flight (a stop, or a chain step already decided) counts as a call
+    of its endpoint, as its llm_calls row does, so the endpoint's figures add up to the run's."""
+    started = asyncio.Event()
+
+    async def never_answers(request: httpx.Request) -> httpx.Response:
+        started.set()
+        await asyncio.Event().wait()
+        raise AssertionError("unreachable")
+
+    h = Harness(never_answers)
+    task = asyncio.create_task(h.chat(stage="validate"))
+    await started.wait()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    (rec,) = h.records
+    assert (rec.status, rec.stage, rec.url, rec.completion_tokens) == ("cancelled", "validate", URL, 0)
+    assert rec.error is not None and rec.error.startswith("cancelled")
+    assert (h.client.calls, h.client.errors, h.client.in_flight) == (1, 0, 0)
