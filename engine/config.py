@@ -197,12 +197,16 @@ class PipelineConfig(StrictModel):
     its edits back out of the shared head (engine/stages/chain.py, _revert_if_worse). Off: no
     measured effect (evotui bench --peers, chain-8 vs chain-8r, 3 seeds at 48 and at 200
     proposals, simulated vllm: best per seed +0.001 on average, throughput within noise)."""
-    chain_early_gate: bool = True
+    chain_early_gate: bool = False
     """chain: decide a step's gate as soon as the missing answers could not change it, hand the
     step on and cancel the answers it no longer needs (engine/stages/chain_gate.py). The same
-    decisions as waiting for all nine answers, sooner and with fewer tokens. On by measurement
-    (evotui bench --modes chain-8,chain-8-wait, 48 proposals, simulated vllm): about 8% more
-    proposals per minute, held-out quality unchanged."""
+    decisions as waiting for all nine answers, sooner and with fewer tokens. Off by default, by
+    measurement (48 proposals, rules, simulated vllm): 6-14% more proposals per minute, but on
+    24 seeds side by side a lower held-out score (median 0.891 vs 0.912; worse on 14 seeds, better
+    on 6). Faster steps leave the background validations further behind: more heads are
+    superseded unvalidated (18 vs 13 a run, mean of 7 seeds) and the final best is picked from
+    fewer validated heads; with chain_validators = 3 it is back to 0.907, with no speed gain
+    left. chain_prefetch shows the same trade."""
     chain_validators: int = Field(default=2, gt=0)
     """chain: full validations running at once; a waiting head that a newer head superseded is
     skipped (the newer head carries its edit)."""

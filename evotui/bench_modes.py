@@ -37,8 +37,8 @@ MODES = {
     # on the server, so the steps decode faster; the validations take longer.
     "chain-8w10": {"pipeline": {"mode": "chain", "chains": 8, "chain_validation_width": 10}},
     "chain-8w5": {"pipeline": {"mode": "chain", "chains": 8, "chain_validation_width": 5}},
-    # The gate waits for all nine answers even when the first ones decide it (chain_early_gate off).
-    "chain-8-wait": {"pipeline": {"mode": "chain", "chains": 8, "chain_early_gate": False}},
+    # A gate decided once the answers still out cannot change it; the rest are cancelled.
+    "chain-8e": {"pipeline": {"mode": "chain", "chains": 8, "chain_early_gate": True}},
     # Saturation, not quality: enough items in flight, and client requests up to the backend's
     # capacity, to keep the backend full (use with a larger --proposals).
     "async-max": {"pipeline": {"mode": "async", "max_in_flight": 192, "queue_capacity": 384, "merge": False,
