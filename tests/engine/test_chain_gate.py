@@ -71,15 +71,30 @@ def _answers(child_own, child_next, head_next) -> Answers:
     return Answers(scores)
 
 
+def _gate(answers: Answers, parent_own: float, early: bool, head_next=None) -> asyncio.Future:
+    return asyncio.ensure_future(chain_gate.decide(answers.run_one, "child", OWN, NEXT, "head", parent_own,
+                                                   (0.0, 1.0), early, head_next=head_next))
+
+
 async def _settle() -> None:
     """Let every ready task run (no clock involved: the fake answers wait on events only)."""
     for _ in range(50):
         await asyncio.sleep(0)
 
 
+async def _decided_only_by_the_last(answers: Answers, gate: asyncio.Future, first: list, last: tuple):
+    """Release `first`, check that the gate still waits, release `last`: the gate's result."""
+    answers.release(*first)
+    await _settle()
+    assert not gate.done()
+    answers.release(last)
+    await _settle()
+    return gate.result()
+
+
 async def test_a_certain_failure_hands_on_with_the_head_s_traces_and_cancels_the_rest():
     answers = _answers([0.0, 0.0, 0.0], [0.0, 0.0, 0.0], [1.0, 1.0, 1.0])
-    gate = asyncio.ensure_future(chain_gate.decide(answers.run_one, "child", OWN, NEXT, "head", 1.0, (0.0, 1.0), True))
+    gate = _gate(answers, 1.0, True)
     # The head's three and two of the candidate's: at most 0 + 4 <= 1 + 3, whatever the rest score.
     answers.release(("head", "n1"), ("head", "n2"), ("head", "n3"), ("child", "o1"), ("child", "o2"))
     await _settle()
@@ -92,34 +107,26 @@ async def test_a_certain_failure_hands_on_with_the_head_s_traces_and_cancels_the
 
 async def test_a_certain_pass_waits_for_the_candidate_s_next_traces_only():
     answers = _answers([1.0, 1.0, 1.0], [1.0, 1.0, 1.0], [0.0, 0.0, 0.0])
-    gate = asyncio.ensure_future(chain_gate.decide(answers.run_one, "child", OWN, NEXT, "head", 0.0, (0.0, 1.0), True))
-    answers.release(("child", "o1"), ("child", "o2"), ("child", "o3"), ("child", "n1"), ("child", "n2"))
-    await _settle()
-    # Certain already (5 > 0 + 3), but the next step needs the candidate's third next answer.
-    assert not gate.done()
-    answers.release(("child", "n3"))
-    await _settle()
-    result = gate.result()
+    gate = _gate(answers, 0.0, True)
+    # Certain after the first five (5 > 0 + 3), but the next step needs the candidate's third next answer.
+    first = [("child", "o1"), ("child", "o2"), ("child", "o3"), ("child", "n1"), ("child", "n2")]
+    result = await _decided_only_by_the_last(answers, gate, first, ("child", "n3"))
     assert result.passed is True and result.cancelled == 3 and len(result.child_next) == 3
     assert sorted(answers.cancelled) == [("head", "n1"), ("head", "n2"), ("head", "n3")]
 
 
 async def test_without_early_the_gate_waits_for_every_answer():
     answers = _answers([0.0, 0.0, 0.0], [0.0, 0.0, 0.0], [1.0, 1.0, 1.0])
-    gate = asyncio.ensure_future(chain_gate.decide(answers.run_one, "child", OWN, NEXT, "head", 1.0, (0.0, 1.0), False))
-    answers.release(*[k for k in answers.scores if k != ("child", "o3")])
-    await _settle()
-    assert not gate.done()
-    answers.release(("child", "o3"))
-    await _settle()
-    result = gate.result()
+    gate = _gate(answers, 1.0, False)
+    first = [k for k in answers.scores if k != ("child", "o3")]
+    result = await _decided_only_by_the_last(answers, gate, first, ("child", "o3"))
     assert result.passed is False and result.cancelled == 0 and len(result.child_own) == 3
     assert answers.cancelled == []
 
 
 async def test_a_failed_answer_cancels_the_others_and_is_raised():
     answers = _answers([0.0, -1.0, 0.0], [0.0, 0.0, 0.0], [1.0, 1.0, 1.0])
-    gate = asyncio.ensure_future(chain_gate.decide(answers.run_one, "child", OWN, NEXT, "head", 1.0, (0.0, 1.0), True))
+    gate = _gate(answers, 1.0, True)
     answers.release(("child", "o2"))
     with pytest.raises(RuntimeError, match="o2 failed"):
         await gate
@@ -129,8 +136,7 @@ async def test_a_failed_answer_cancels_the_others_and_is_raised():
 async def test_prefetched_head_answers_are_used_and_cancelled_when_not_needed():
     answers = _answers([1.0, 1.0, 1.0], [1.0, 1.0, 1.0], [0.0, 0.0, 0.0])
     started = [asyncio.ensure_future(answers.run_one("head", e, "rollout")) for e in NEXT]
-    gate = asyncio.ensure_future(chain_gate.decide(answers.run_one, "child", OWN, NEXT, "head", 0.0, (0.0, 1.0), True,
-                                                   head_next=started))
+    gate = _gate(answers, 0.0, True, head_next=started)
     answers.release(*[("child", e) for e in OWN + NEXT])
     await _settle()
     assert gate.result().passed is True
