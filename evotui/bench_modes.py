@@ -39,6 +39,8 @@ MODES = {
     "chain-8w5": {"pipeline": {"mode": "chain", "chains": 8, "chain_validation_width": 5}},
     # A gate decided once the answers still out cannot change it; the rest are cancelled.
     "chain-8e": {"pipeline": {"mode": "chain", "chains": 8, "chain_early_gate": True}},
+    # The same with a third background validation, so the validations keep up with the faster steps.
+    "chain-8e-v3": {"pipeline": {"mode": "chain", "chains": 8, "chain_early_gate": True, "chain_validators": 3}},
     # Saturation, not quality: enough items in flight, and client requests up to the backend's
     # capacity, to keep the backend full (use with a larger --proposals).
     "async-max": {"pipeline": {"mode": "async", "max_in_flight": 192, "queue_capacity": 384, "merge": False,
