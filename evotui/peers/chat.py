@@ -10,20 +10,34 @@ import httpx
 MODEL = "sim-qwen3-8b"
 
 
+TRANSPORT_RETRIES = 2
+"""Retries of a request whose connection failed, as the OpenAI SDK makes by default: a server
+may close an idle keep-alive connection just as the client reuses it (uvicorn closes them after
+5 s), and a 200-proposal PxN run once lost a whole bench row to that race."""
+
+
 class Chat:
     """`chat(prompt_or_messages) -> text`; `batch_complete(list of messages) -> texts`, sent at
     once (what GEPA's own LM does with litellm.batch_completion)."""
 
-    def __init__(self, url: str, max_workers: int = 64) -> None:
+    def __init__(self, url: str, max_workers: int = 64, transport: httpx.BaseTransport | None = None) -> None:
         self.url = url.rstrip("/")
-        self._http = httpx.Client(timeout=httpx.Timeout(600.0, connect=10.0),
+        self._http = httpx.Client(timeout=httpx.Timeout(600.0, connect=10.0), transport=transport,
                                   limits=httpx.Limits(max_connections=max_workers))
         self._pool = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="peer-chat")
         self.calls = 0
+        self.retries = 0
 
     def complete(self, messages: list[dict]) -> str:
-        r = self._http.post(f"{self.url}/chat/completions", json={"model": MODEL, "messages": messages,
-                                                                  "temperature": 0.7})
+        body = {"model": MODEL, "messages": messages, "temperature": 0.7}
+        for attempt in range(TRANSPORT_RETRIES + 1):
+            try:
+                r = self._http.post(f"{self.url}/chat/completions", json=body)
+                break
+            except httpx.TransportError:
+                if attempt == TRANSPORT_RETRIES:
+                    raise
+                self.retries += 1  # at once, on a new connection (the failed one left the pool)
         r.raise_for_status()
         self.calls += 1
         return r.json()["choices"][0]["message"]["content"] or ""
