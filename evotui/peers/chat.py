@@ -13,7 +13,8 @@ MODEL = "sim-qwen3-8b"
 TRANSPORT_RETRIES = 2
 """Retries of a request whose connection failed, as the OpenAI SDK makes by default: a server
 may close an idle keep-alive connection just as the client reuses it (uvicorn closes them after
-5 s), and a 200-proposal PxN run once lost a whole bench row to that race."""
+5 s, the default `evotui sim-server` keeps), the likely cause of a 200-proposal PxN bench run
+that failed with "Server disconnected without sending a response"."""
 
 
 class Chat:
