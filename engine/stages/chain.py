@@ -92,7 +92,7 @@ class ChainMixin:
         prefetched = (self._prefetched or {}).pop(item.item_id, None)
         ctx.bus.publish(ev.EvaluationStart(item_id=item.item_id, split="minibatch",
                                            n_examples=len(item.minibatch) + len(nxt)))
-        score_range = getattr(ctx.task, "score_range", (0.0, ctx.task.max_score))
+        score_range = ctx.task.score_range  # mode chain runs prompt tasks only
         gate = await chain_gate.decide(self.run_example, child, item.minibatch, nxt, head, sum(item.payload["parent_mb"]),
                                        score_range, ctx.config.pipeline.chain_early_gate, head_next=prefetched)
         own, child_next, head_next = gate.child_own, gate.child_next, gate.head_next

@@ -23,11 +23,10 @@ def verdict(child: list[float], child_missing: int, head: list[float], head_miss
             parent_own: float, lo: float, hi: float) -> bool | None:
     """True (passes), False (fails) or None (the missing answers could still change it). A pass
     is child_sum > parent_own + head_sum with scores in [lo, hi]; the bounds take every missing
-    answer at its extreme."""
-    if child_missing == 0 and head_missing == 0:
-        return sum(child) > parent_own + sum(head)
-    child_low, child_high = sum(child) + lo * child_missing, sum(child) + hi * child_missing
-    head_low, head_high = parent_own + sum(head) + lo * head_missing, parent_own + sum(head) + hi * head_missing
+    answer at its extreme (with none missing, both bounds are the sums: the full gate)."""
+    child_sum, head_sum = sum(child), parent_own + sum(head)
+    child_low, child_high = child_sum + lo * child_missing, child_sum + hi * child_missing
+    head_low, head_high = head_sum + lo * head_missing, head_sum + hi * head_missing
     if child_low > head_high:
         return True
     if child_high <= head_low:
@@ -70,9 +69,9 @@ async def decide(run_one: RunOne, child: str, own_mb: list[str], next_mb: list[s
                 done, _ = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
                 for f in done:
                     f.result()  # a failure ends the gate here
-            got = _scores(own + nxt), _scores(heads)
-            outcome = verdict(got[0], len(own) + len(nxt) - len(got[0]), got[1], len(heads) - len(got[1]),
-                              parent_own, lo, hi)
+            child_scores, head_scores = _scores(own + nxt), _scores(heads)
+            outcome = verdict(child_scores, len(own) + len(nxt) - len(child_scores),
+                              head_scores, len(heads) - len(head_scores), parent_own, lo, hi)
             if outcome is None or (not early and any(not f.done() for f in every)):
                 continue
             needed = nxt if outcome else heads
