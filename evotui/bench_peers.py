@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import subprocess
 import sys
 
@@ -28,7 +29,7 @@ class PeerFailed(RuntimeError):
 
 def _child(peer: Peer, task: str, url: str, seed: int, proposals: int, time_scale: float) -> dict:
     cmd = [sys.executable, "-m", "evotui.peers.child", peer.name, task, "--url", url, "--seed", str(seed),
-           "--proposals", str(proposals), "--time-scale", str(time_scale)]
+           "--proposals", str(proposals), "--time-scale", str(time_scale), "--parent-pid", str(os.getpid())]
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=_RUN_TIMEOUT_S)
     except subprocess.TimeoutExpired:

@@ -123,6 +123,8 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument("--profile", choices=["vllm", "api"], default="vllm")
     sim.add_argument("--time-scale", type=float, default=None)
     sim.add_argument("--seed", type=int, default=0)
+    sim.add_argument("--parent-pid", type=int, default=None, metavar="PID",
+                     help="exit when process PID is no longer this server's parent (the bench's own servers)")
     return p
 
 

@@ -9,6 +9,7 @@ import argparse
 import sys
 
 from engine.config import SimConfig
+from evotui.peers.lifeline import exit_with_parent
 
 
 def main(args: argparse.Namespace) -> int:
@@ -30,6 +31,8 @@ def main(args: argparse.Namespace) -> int:
         flush=True,
     )
     app = create_sim_app(cfg, behaviours=all_behaviours())
+    if args.parent_pid is not None:
+        exit_with_parent(args.parent_pid, "evotui sim-server")
     try:
         uvicorn.run(app, host=args.host, port=args.port, log_level="warning", access_log=False)
     except OSError as exc:

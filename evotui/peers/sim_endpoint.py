@@ -3,6 +3,7 @@ process, its address, and its figures (`/sim/metrics`: simulated clock, utilizat
 
 from __future__ import annotations
 
+import os
 import socket
 import subprocess
 import sys
@@ -39,7 +40,8 @@ class SimEndpoint:
         for _ in range(3):  # a port taken between the probe and the bind: try another
             self.port = _free_port()
             cmd = [sys.executable, "-c", "from evotui.cli import main; raise SystemExit(main())", "sim-server",
-                   "--host", "127.0.0.1", "--port", str(self.port), "--profile", self.profile, "--seed", str(self.seed)]
+                   "--host", "127.0.0.1", "--port", str(self.port), "--profile", self.profile, "--seed", str(self.seed),
+                   "--parent-pid", str(os.getpid())]
             if self.time_scale is not None:
                 cmd += ["--time-scale", str(self.time_scale)]
             self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
