@@ -103,7 +103,8 @@ def settings(p) -> str:
     elif mode.chains:
         parts += [f"chains={p.chains}", f"chain_validators={p.chain_validators}"]
         parts += ["chain_revert=on"] if p.chain_revert else []
-        parts += [f"chain_early_gate={'on' if p.chain_early_gate else 'off'}"]
+        parts += [f"chain_early_gate={'on' if p.chain_early_gate else 'off'}",
+                  f"chain_gate_current_head={'on' if p.chain_gate_current_head else 'off'}"]
         parts += [f"chain_validation_width={p.chain_validation_width}"] if p.chain_validation_width else []
     return " ".join(parts)
 

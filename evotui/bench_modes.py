@@ -37,10 +37,14 @@ MODES = {
     # on the server, so the steps decode faster; the validations take longer.
     "chain-8w10": {"pipeline": {"mode": "chain", "chains": 8, "chain_validation_width": 10}},
     "chain-8w5": {"pipeline": {"mode": "chain", "chains": 8, "chain_validation_width": 5}},
-    # A gate decided once the answers still out cannot change it; the rest are cancelled.
-    "chain-8e": {"pipeline": {"mode": "chain", "chains": 8, "chain_early_gate": True}},
-    # The same with a third background validation, so the validations keep up with the faster steps.
-    "chain-8e-v3": {"pipeline": {"mode": "chain", "chains": 8, "chain_early_gate": True, "chain_validators": 3}},
+    # The default's two gate options off one at a time, and both (the earlier default): a gate
+    # that waits for all nine answers, and one that runs the step's own head, not the current one.
+    "chain-8-wait": {"pipeline": {"mode": "chain", "chains": 8, "chain_early_gate": False}},
+    "chain-8-own": {"pipeline": {"mode": "chain", "chains": 8, "chain_gate_current_head": False}},
+    "chain-8-wait-own": {"pipeline": {"mode": "chain", "chains": 8, "chain_early_gate": False,
+                                      "chain_gate_current_head": False}},
+    # A third background validation, so the validations keep up with the faster steps.
+    "chain-8v3": {"pipeline": {"mode": "chain", "chains": 8, "chain_validators": 3}},
     # Saturation, not quality: enough items in flight, and client requests up to the backend's
     # capacity, to keep the backend full (use with a larger --proposals).
     "async-max": {"pipeline": {"mode": "async", "max_in_flight": 192, "queue_capacity": 384, "merge": False,

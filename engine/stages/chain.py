@@ -6,7 +6,9 @@ pxn) tend to repeat each other's edit. A chain avoids both. The gate of a candid
 its own minibatch and on the next one, and runs the head (what the candidate was made from) on
 the next one as well, so the traces for the next proposal exist the moment the gate decides:
 the next item starts at propose with them, from the candidate if it passed, else from the head.
-The gate is decided as soon as the answers still out could not change it (chain_gate.py).
+If another chain moved the shared head since the step began, the gate runs that current head
+(what a passing candidate is rebased onto), so a failing chain goes on from it rather than from
+a stale one. The gate is decided as soon as the answers still out could not change it (chain_gate.py).
 The candidate's full validation runs in the background, off the chain's critical path.
 
 All chains share one head. A candidate that passes after another chain moved the head is
@@ -90,10 +92,19 @@ class ChainMixin:
         # The minibatch drawn at the step's start (kept in the payload, so a resume reuses it).
         nxt = item.payload.get("next_mb") or ctx.sampler.next()
         prefetched = (self._prefetched or {}).pop(item.item_id, None)
+        # The gate's head side: the shared head as it is now, if another chain moved it since this
+        # step began (the candidate is merged into that one if it passes, and a failing chain goes
+        # on from it with its traces); prefetched runs are of the step's own head.
+        moved = ch.seq != link.head_seq and ch.head_text and prefetched is None
+        if moved and ctx.config.pipeline.chain_gate_current_head:
+            gate_head, gate_seq, gate_chain, gate_base = ch.head_text, ch.seq, list(ch.head_chain), ch.head_base
+            ctx.staleness_counts["chain_current_head"] += 1
+        else:
+            gate_head, gate_seq, gate_chain, gate_base = head, link.head_seq, link.head_chain, item.parent_id
         ctx.bus.publish(ev.EvaluationStart(item_id=item.item_id, split="minibatch",
                                            n_examples=len(item.minibatch) + len(nxt)))
         score_range = ctx.task.score_range  # mode chain runs prompt tasks only
-        gate = await chain_gate.decide(self.run_example, child, item.minibatch, nxt, head, sum(item.payload["parent_mb"]),
+        gate = await chain_gate.decide(self.run_example, child, item.minibatch, nxt, gate_head, sum(item.payload["parent_mb"]),
                                        score_range, ctx.config.pipeline.chain_early_gate, head_next=prefetched)
         own, child_next, head_next = gate.child_own, gate.child_next, gate.head_next
         scores = [t["score"] for t in own + child_next]
@@ -120,8 +131,8 @@ class ChainMixin:
                 child = item.payload["child"] = rebased
                 ctx.staleness_counts["chain_rebase"] += 1
         if reason:
-            # The chain goes on from its own head, with the head's traces on the next minibatch.
-            self._hand_on(item, head, head_next, nxt, link.head_seq, link.head_chain, item.parent_id)
+            # The chain goes on from the gate's head, with that head's traces on the next minibatch.
+            self._hand_on(item, gate_head, head_next, nxt, gate_seq, gate_chain, gate_base)
             self.reject(item, reason)
             return None
         # Rebased or not, the candidate extends the shared head (and its lineage).

@@ -368,3 +368,35 @@ async def test_a_gate_certain_before_its_last_answers_hands_on_and_cancels_them(
     art = run.ctx.pool.best()
     assert art.val_mean > 0 and len(art.val_scores) == len(VAL_KEYWORDS)
     assert held.event.is_set() is (not early)
+
+
+@pytest.mark.parametrize("current", [True, False])
+async def test_a_failing_step_goes_on_from_the_head_another_chain_moved(harness, current) -> None:
+    """Item 2 was made from the seed; item 1 moved the head meanwhile. With
+    chain_gate_current_head, item 2's gate runs the moved head on the next minibatch and its
+    chain goes on from that head; without, from the seed it was made from."""
+    fake = harness.fake
+    lines = {"i000001": "KEYWORD-alpha", "i000002": "NOTE-useless"}
+    fake.override = lambda req: (fenced(req.current(), lines[req.item_id]) if req.stage == "propose" and req.item_id in lines
+                                 else add_next_keyword(req))
+    run = await harness.create(pipeline={**CHAIN, "chains": 2, "chain_gate_current_head": current},
+                               budget={"max_proposals": 4})
+    hold2 = fake.hold(lambda r: (r.stage, r.item_id) == ("propose", "i000002"))
+    hold3 = fake.hold(lambda r: (r.stage, r.item_id) == ("propose", "i000003"))  # the head stays at item 1's
+    task = harness.start(run)
+    await until(lambda: run.ctx.chain.seq >= 1 and bool(hold2.arrived), what="item 1 moved the head")
+    moved = run.ctx.chain.head_text
+    assert "KEYWORD-alpha" in moved and hold2.arrived[0].current() == SEED_PROMPT
+    hold2.release()
+    await until(lambda: bool(fake.of("propose", "i000004")), what="item 2's chain goes on")
+    hold3.release()
+    assert (await harness.finish(task)).status == "completed"
+    items = {i["item_id"]: i for i in await harness.rows("items", run.ctx.run_id)}
+    assert items["i000002"]["outcome"] == "rejected" and items["i000004"]["payload"]["chain_of"] == "i000002"
+    expected = moved if current else SEED_PROMPT
+    gate_head_runs = fake.of("rollout", "i000002")[len(TRAIN_KEYWORDS):]  # after the chain's first rollout
+    assert len(gate_head_runs) == len(TRAIN_KEYWORDS) and all(r.system == expected for r in gate_head_runs)
+    (prop4,) = fake.of("propose", "i000004")
+    assert prop4.current() == expected
+    # Counted per gate that ran a moved head (item 3, released last, may be another).
+    assert (run.ctx.staleness_counts["chain_current_head"] >= 1) is current
