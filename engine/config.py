@@ -206,7 +206,8 @@ class PipelineConfig(StrictModel):
     waiting for all nine answers with the step's own head, the earlier default): 7% more
     proposals per minute (per-seed median ratio 1.074) and a held-out score higher by 0.007 on
     average (se 0.004; better on 59 seeds, worse on 41). Without chain_gate_current_head it lost
-    0.006 (se 0.005) against that baseline: fast passes then leave failing chains further behind."""
+    0.006 (se 0.005) against that baseline; that the current head removes the loss points at
+    failing chains going on from staler heads once passing steps end sooner."""
     chain_gate_current_head: bool = True
     """chain: when another chain moved the shared head since a step began, its gate runs the
     current head on the next minibatch (not the head the candidate was made from), and a failing
