@@ -95,7 +95,7 @@ class ChainMixin:
         # The gate's head side: the shared head as it is now, if another chain moved it since this
         # step began (the candidate is merged into that one if it passes, and a failing chain goes
         # on from it with its traces); prefetched runs are of the step's own head.
-        moved = ch.seq != link.head_seq and ch.head_text and prefetched is None
+        moved = ch.seq != link.head_seq and prefetched is None
         if moved and ctx.config.pipeline.chain_gate_current_head:
             gate_head, gate_seq, gate_chain, gate_base = ch.head_text, ch.seq, list(ch.head_chain), ch.head_base
             ctx.staleness_counts["chain_current_head"] += 1
