@@ -11,13 +11,12 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import subprocess
 import sys
 
 from engine.tasks.loader import load_any_task
 from evotui import bench_quality
-from evotui.peers import Peer
+from evotui.peers import Peer, lifeline
 from evotui.peers.sim_endpoint import SimEndpoint
 
 _RUN_TIMEOUT_S = 3600
@@ -29,7 +28,7 @@ class PeerFailed(RuntimeError):
 
 def _child(peer: Peer, task: str, url: str, seed: int, proposals: int, time_scale: float) -> dict:
     cmd = [sys.executable, "-m", "evotui.peers.child", peer.name, task, "--url", url, "--seed", str(seed),
-           "--proposals", str(proposals), "--time-scale", str(time_scale), "--parent-pid", str(os.getpid())]
+           "--proposals", str(proposals), "--time-scale", str(time_scale), *lifeline.child_args()]
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=_RUN_TIMEOUT_S)
     except subprocess.TimeoutExpired:

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from engine.config import ConfigError
 from evotui import bench_modes, options
+from evotui.peers import lifeline
 
 DEFAULT_DB = Path(os.environ.get("EVOTUI_DB", "evotui.db"))
 
@@ -123,8 +124,7 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument("--profile", choices=["vllm", "api"], default="vllm")
     sim.add_argument("--time-scale", type=float, default=None)
     sim.add_argument("--seed", type=int, default=0)
-    sim.add_argument("--parent-pid", type=int, default=None, metavar="PID",
-                     help="exit when process PID is no longer this server's parent (the bench's own servers)")
+    lifeline.add_argument(sim)
     return p
 
 

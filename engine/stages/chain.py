@@ -97,7 +97,7 @@ class ChainMixin:
         # on from it with its traces); prefetched runs are of the step's own head.
         moved = ch.seq != link.head_seq and prefetched is None
         if moved and ctx.config.pipeline.chain_gate_current_head:
-            gate_head, gate_seq, gate_chain, gate_base = ch.head_text, ch.seq, list(ch.head_chain), ch.head_base
+            gate_head, gate_seq, gate_chain, gate_base = ch.head_text, ch.seq, ch.head_chain, ch.head_base
             ctx.staleness_counts["chain_current_head"] += 1
         else:
             gate_head, gate_seq, gate_chain, gate_base = head, link.head_seq, link.head_chain, item.parent_id

@@ -16,7 +16,7 @@ from pathlib import Path
 import httpx
 
 from engine.tasks.loader import load_any_task
-from evotui.peers.lifeline import exit_with_parent
+from evotui.peers import lifeline
 
 
 def _args(argv: list[str] | None) -> argparse.Namespace:
@@ -27,14 +27,14 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--proposals", type=int, required=True)
     p.add_argument("--time-scale", type=float, required=True)
-    p.add_argument("--parent-pid", type=int, default=None, metavar="PID", help="exit when PID is no longer the parent")
+    lifeline.add_argument(p)
     return p.parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = _args(argv)
     if args.parent_pid is not None:
-        exit_with_parent(args.parent_pid, f"peer run {args.peer}")
+        lifeline.exit_with_parent(args.parent_pid, f"peer run {args.peer}")
     try:
         row = _run(args)
     except Exception as exc:  # noqa: BLE001 - reported as the row's failure, never swallowed

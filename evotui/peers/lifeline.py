@@ -10,6 +10,7 @@ simulated, and a peer's row is only printed at its end.
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 import threading
@@ -18,6 +19,17 @@ import time
 POLL_S = 0.5
 ORPHANED_EXIT = 3
 """Exit status of a child whose parent went away (not 0: its work was not done)."""
+
+
+def add_argument(parser: argparse.ArgumentParser) -> None:
+    """The child's side: `--parent-pid PID`."""
+    parser.add_argument("--parent-pid", type=int, default=None, metavar="PID",
+                        help="exit when process PID is no longer this process's parent (the bench's own children)")
+
+
+def child_args() -> list[str]:
+    """The parent's side: the arguments that make a child started now watch this process."""
+    return ["--parent-pid", str(os.getpid())]
 
 
 def exit_with_parent(parent_pid: int, who: str, poll_s: float = POLL_S) -> threading.Thread:

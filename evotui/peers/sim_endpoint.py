@@ -3,13 +3,14 @@ process, its address, and its figures (`/sim/metrics`: simulated clock, utilizat
 
 from __future__ import annotations
 
-import os
 import socket
 import subprocess
 import sys
 import time
 
 import httpx
+
+from evotui.peers import lifeline
 
 _START_TIMEOUT_S = 60.0
 
@@ -41,7 +42,7 @@ class SimEndpoint:
             self.port = _free_port()
             cmd = [sys.executable, "-c", "from evotui.cli import main; raise SystemExit(main())", "sim-server",
                    "--host", "127.0.0.1", "--port", str(self.port), "--profile", self.profile, "--seed", str(self.seed),
-                   "--parent-pid", str(os.getpid())]
+                   *lifeline.child_args()]
             if self.time_scale is not None:
                 cmd += ["--time-scale", str(self.time_scale)]
             self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
