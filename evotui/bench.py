@@ -15,7 +15,6 @@ import argparse
 import asyncio
 import json
 import sys
-import tempfile
 from pathlib import Path
 
 from engine.config import SimConfig
@@ -24,6 +23,7 @@ from engine.runner import EngineRun, SetupError
 from engine.tasks.prompt_task import TaskError
 from evotui import bench_peers, bench_quality
 from evotui import bench_report as report
+from evotui import scratch
 from evotui.bench_modes import DEFAULT_MODES, MODES
 from evotui import peers as peers_mod
 from evotui.peers.sim_endpoint import SimEndpointError
@@ -177,7 +177,7 @@ def main(args: argparse.Namespace) -> int:
 
     async def go() -> dict[str, list[dict]]:
         results: dict[str, list[dict]] = {m: [] for m in [*modes, *(p.name for p in peers)]}
-        with tempfile.TemporaryDirectory(prefix="evotui-bench-") as tmp:
+        with scratch.directory("evotui-bench-") as tmp:
             if args.zero_latency:
                 results = {"zero": [await zero_latency(args.task, args.proposals, Path(tmp))]}
                 return results

@@ -17,8 +17,9 @@ import json
 import sqlite3
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
+
+from evotui import scratch
 
 _TOTAL_REFERENCED = """SELECT
     coalesce((SELECT sum(b.size) FROM llm_calls AS c, json_each(c.request_blobs_json) AS j
@@ -157,7 +158,7 @@ def main(args: argparse.Namespace) -> int:
                 print(f"evotui: error: --dir {args.dir} is not a directory", file=sys.stderr)
                 return 2
             return _bench(args, args.dir)
-        with tempfile.TemporaryDirectory(prefix="evotui-bench-db-") as tmp:
+        with scratch.directory("evotui-bench-db-") as tmp:
             return _bench(args, Path(tmp))
     except _RunFailed as exc:  # the run's own exit code: 2 for a bad task or flag, ...
         print(f"evotui: error: {exc}", file=sys.stderr)

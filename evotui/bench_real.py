@@ -12,13 +12,12 @@ import argparse
 import asyncio
 import json
 import sys
-import tempfile
 from pathlib import Path
 
 from engine.llm.local import LocalServer, LocalServerError, resolve_model
 from engine.llm.redact import redact_url
 from engine.runner import SetupError
-from evotui import bench, bench_report
+from evotui import bench, bench_report, scratch
 
 REAL_DEFAULT_MODES = "sync,async"
 
@@ -56,7 +55,7 @@ async def measure(args: argparse.Namespace, modes: list[str], url: str, model: s
                   log=print) -> dict[str, list[dict]]:
     results: dict[str, list[dict]] = {m: [] for m in modes}
     layer = _endpoint_layer(args, url, model, slots)
-    with tempfile.TemporaryDirectory(prefix="evotui-bench-real-") as tmp:
+    with scratch.directory("evotui-bench-real-") as tmp:
         for seed in range(args.seeds):
             for mode in modes:
                 row = await bench.run_one(args.task, mode, seed, "vllm", args.proposals, None,

@@ -22,11 +22,10 @@ import json
 import sqlite3
 import statistics
 import sys
-import tempfile
 from pathlib import Path
 
 from engine.runner import SetupError
-from evotui import bench
+from evotui import bench, scratch
 from evotui.bench_report import emit
 
 DEFAULT_MODES = "sync,async"
@@ -134,7 +133,7 @@ def table(rows: list[dict], task: str, proposals: int, fraction: float) -> str:
 
 async def _run_all(args: argparse.Namespace, strategies: list[str], modes: list[str]) -> dict:
     results: dict[tuple[str, str], list[dict]] = {(s, m): [] for s in strategies for m in modes}
-    with tempfile.TemporaryDirectory(prefix="evotui-bench-strategies-") as tmp:
+    with scratch.directory("evotui-bench-strategies-") as tmp:
         for seed in range(args.seeds):
             for strategy in strategies:  # interleaved, so machine drift hits every row alike
                 for mode in modes:

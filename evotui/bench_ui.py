@@ -24,12 +24,12 @@ import statistics
 import struct
 import subprocess
 import sys
-import tempfile
 import termios
 import time
 from pathlib import Path
 
 from engine.runner import EngineRun, SetupError
+from evotui import scratch
 from evotui.control import ControlServer, socket_path
 from evotui.headless import drive
 
@@ -140,7 +140,7 @@ def terminal_traffic(args: argparse.Namespace) -> dict:
     sizes = [s.strip() for s in getattr(args, "bytes_sizes", "80x24,160x48").split(",") if s.strip()]
     window = float(getattr(args, "bytes_window", 5.0))
     out: dict = {}
-    with tempfile.TemporaryDirectory(prefix="evotui-bench-bytes-") as tmp:
+    with scratch.directory("evotui-bench-bytes-") as tmp:
         for label in sizes:
             w, _, h = label.partition("x")
             runs = [bytes_once(args.task, args.time_scale, (int(w), int(h)), window, tmp) for _ in range(args.repeats)]
@@ -153,7 +153,7 @@ async def bench(args: argparse.Namespace) -> dict:
     w, _, h = args.size.partition("x")
     size = (int(w), int(h))
     rows: dict[str, list[dict]] = {"headless": [], "tui": []}
-    with tempfile.TemporaryDirectory(prefix="evotui-bench-ui-") as tmp:
+    with scratch.directory("evotui-bench-ui-") as tmp:
         for i in range(args.repeats):
             layer = _layer(args.proposals, args.time_scale, seed=i)
             order = ("headless", "tui") if i % 2 == 0 else ("tui", "headless")

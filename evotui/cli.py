@@ -149,6 +149,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return 2
+    if args.command.startswith("bench"):  # their scratch databases go with them, even on SIGTERM
+        from evotui import scratch
+
+        scratch.remove_on_sigterm()
     try:
         return _dispatch(args)
     except (UsageError, ConfigError) as exc:

@@ -10,12 +10,12 @@ import argparse
 import json
 import logging
 import sys
-import tempfile
 from pathlib import Path
 
 import httpx
 
 from engine.tasks.loader import load_any_task
+from evotui import scratch
 from evotui.peers import lifeline
 
 
@@ -33,6 +33,7 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = _args(argv)
+    scratch.remove_on_sigterm()
     if args.parent_pid is not None:
         lifeline.exit_with_parent(args.parent_pid, f"peer run {args.peer}")
     try:
@@ -50,7 +51,7 @@ def _run(args: argparse.Namespace) -> dict:
     if args.peer == "openevolve":
         from evotui.peers import openevolve_peer
 
-        with tempfile.TemporaryDirectory(prefix="evotui-peer-") as tmp:
+        with scratch.directory("evotui-peer-") as tmp:
             row = openevolve_peer.run(task, args.url, args.seed, args.proposals, args.time_scale, Path(tmp))
     else:
         from evotui.peers import gepa_peer

@@ -4,8 +4,9 @@ The bench starts a simulated server and a peer run per row. A bench killed by a 
 cannot unwind from (SIGKILL, or SIGTERM's default action) skips every `with` block, so those
 children would live on, holding a port and CPU beside the next bench's measurements. A child
 started with `--parent-pid PID` watches its parent instead: when it is reparented (PID is gone),
-it says so on stderr and exits at once. It keeps no state worth saving: the server's answers are
-simulated, and a peer's row is only printed at its end.
+it says so on stderr, removes its scratch directories (evotui/scratch.py) and exits at once. It
+keeps no state worth saving: the server's answers are simulated, and a peer's row is only
+printed at its end.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ import os
 import sys
 import threading
 import time
+
+from evotui import scratch
 
 POLL_S = 0.5
 ORPHANED_EXIT = 3
@@ -42,6 +45,7 @@ def exit_with_parent(parent_pid: int, who: str, poll_s: float = POLL_S) -> threa
             print(f"{who}: its parent process {parent_pid} is gone; exiting", file=sys.stderr, flush=True)
         except OSError:  # stderr was a pipe to the dead parent: nobody is left to read the notice
             pass
+        scratch.remove_all()  # what a `with` block would have removed
         os._exit(ORPHANED_EXIT)  # no unwinding: the main thread may be blocked in a server or a request
 
     thread = threading.Thread(target=watch, name="exit-with-parent", daemon=True)
