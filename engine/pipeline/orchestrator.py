@@ -19,6 +19,7 @@ from engine.budget import Reservation
 from engine.context import EXIT_NO_PROGRESS, FatalRunError, RunContext
 from engine.items import ChainLink, WorkItem
 from engine.pipeline.control import AdaptiveController
+from engine.pipeline.lockstep import LockstepAdmission
 from engine.pipeline.merge_admission import MergeAdmission
 from engine.pipeline.modes import mode_named
 from engine.pipeline.recorder import Recorder
@@ -28,7 +29,7 @@ from engine.pipeline.stage import Stage
 from engine.staleness import make_policy
 
 
-class Orchestrator:
+class Orchestrator(LockstepAdmission):
     def __init__(self, ctx: RunContext, handlers: SearchHandlers) -> None:
         self.ctx = ctx
         self.mode = mode_named(ctx.config.pipeline.mode)
@@ -296,48 +297,6 @@ class Orchestrator:
     def _admit_merge(self) -> WorkItem | None:
         admitted = self.merges.admit()
         return self._register(*admitted) if admitted is not None else None
-
-    async def _admit_steps(self, parents: int, mutations: int) -> None:
-        """pxn: P parents x N mutations per step; every stage waits for its slowest item."""
-        while not self._draining:
-            await self._wait_until(lambda: (self.running.is_set() and self.in_flight == 0) or self._draining
-                                   or self._stopped.is_set())
-            if self._stopped.is_set():
-                break
-            if self._draining:
-                break
-            await self.persisted()
-            merge_item = self._admit_merge()
-            batch: list[WorkItem] = [merge_item] if merge_item is not None else []
-            full = False
-            for _ in range(parents):
-                chosen = self.handlers.select()
-                for n in range(mutations):
-                    # N mutations of one parent, each on its own minibatch (the parent's pick is the first's).
-                    mb = chosen.minibatch if n == 0 else self.handlers.select().minibatch
-                    # The step's own items are not running yet: never wait for them here.
-                    item = await self._admit_one(Selection(chosen.parent_id, mb, chosen.tags), wait=False)
-                    if item is None:
-                        full = True
-                        break
-                    batch.append(item)
-                if full or self._draining:
-                    break
-            await self._run_lockstep(batch)
-
-    async def _run_lockstep(self, batch: list[WorkItem]) -> None:
-        for name in self.spec.names:
-            if not batch:
-                return
-            await self.running.wait()
-            stage = self.stages[name]
-            # Items that enter later in the pipeline (merges) wait until their stage comes.
-            here = [item for item in batch if item.stage == name]
-            later = [item for item in batch if item.stage != name]
-            for item in here:
-                stage.mark_enqueued(item)
-            results = await asyncio.gather(*(stage.run_one(item) for item in here))
-            batch = later + [r for r in results if isinstance(r, WorkItem)]
 
     def _publish_budget(self) -> None:
         ctx = self.ctx
