@@ -243,7 +243,12 @@ class FakeLLM:
         return f"Improved instructions:\n```\n{current}\n{extra}\n```\n"
 
 
-async def until(predicate: Callable[[], bool], timeout: float = 1.0, what: str = "condition") -> None:
+HANG_S = 60.0
+"""Wall-clock limit for waiting on the engine. It only turns a hang into a failure: a passing
+test returns as soon as what it waits for happens, so a loaded machine cannot fail it."""
+
+
+async def until(predicate: Callable[[], bool], timeout: float = HANG_S, what: str = "condition") -> None:
     """Let the loop (and the store's writer thread) run until predicate() holds."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
@@ -299,10 +304,10 @@ class Harness:
         self._started.append((run, task))
         return task
 
-    async def finish(self, task: asyncio.Task, timeout: float = 2.0) -> RunResult:
+    async def finish(self, task: asyncio.Task, timeout: float = HANG_S) -> RunResult:
         return await asyncio.wait_for(task, timeout)
 
-    async def run_to_end(self, run: EngineRun, timeout: float = 2.0) -> RunResult:
+    async def run_to_end(self, run: EngineRun, timeout: float = HANG_S) -> RunResult:
         return await self.finish(self.start(run), timeout)
 
     async def record(self, run_id: str):

@@ -968,7 +968,7 @@ async def test_drain_with_parked_items_leaves_them_open(harness) -> None:
     task = harness.start(run)
     await until(lambda: run.review.pending_count == 2, what="two proposals parked")
     run.drain()
-    result = await harness.finish(task, timeout=0.5)
+    result = await harness.finish(task)
     assert result.status == "interrupted" and result.reason == "drain requested"
     record = await harness.record(run.ctx.run_id)
     assert sorted((i["item_id"], i["stage"]) for i in record.open_items) == [("i000001", "evaluate"), ("i000002", "evaluate")]

@@ -205,7 +205,7 @@ async def test_restore_moves_the_active_best_and_survives_a_resume(harness) -> N
 async def test_a_run_with_speculation_keeps_rows_and_pool_in_step(harness) -> None:  # noqa: F811
     run = await harness.create(pipeline={"mode": "async", "max_in_flight": 3, "speculation": True},
                                budget={"max_proposals": 6})
-    result = await harness.run_to_end(run, timeout=5.0)
+    result = await harness.run_to_end(run)
     assert result.exit_code == 0 and run.ctx.tally.speculative_inserted > 0
     record = await harness.record(run.ctx.run_id)
     assert "confirmed" in {e["kind"] for e in record.pool_events}
