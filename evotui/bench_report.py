@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import statistics
 
 
@@ -53,6 +54,32 @@ def _agg(rows: list[dict], key: str) -> tuple[float | None, float | None, float 
     return statistics.median(vals), min(vals), max(vals)
 
 
+QUALITY_REFERENCES = ("gepa", "sync")
+"""Held-out quality is compared with the sequential loop: the real GEPA row when the bench ran it
+(--peers gepa), else evotui's sync."""
+_TIE = 1e-9
+
+
+def paired_heldout(rows: list[dict], reference: list[dict]) -> dict | None:
+    """A mode's held-out score against the reference's, seed by seed: the mean difference, its
+    standard error, and the seeds it was better, worse and tied on. Seeds differ far more than
+    modes do (which rules a run happens to find), so only pairing by seed can show a difference
+    of a point; the medians and ranges beside it cannot. None without a seed both have scored."""
+    ref = {r["seed"]: r["heldout_score"] for r in reference if r.get("heldout_score") is not None}
+    diffs = [r["heldout_score"] - ref[r["seed"]] for r in rows
+             if r.get("heldout_score") is not None and r["seed"] in ref]
+    if not diffs:
+        return None
+    return {
+        "mean_diff": statistics.mean(diffs),
+        "se": statistics.stdev(diffs) / math.sqrt(len(diffs)) if len(diffs) > 1 else None,
+        "better": sum(d > _TIE for d in diffs),
+        "worse": sum(d < -_TIE for d in diffs),
+        "tied": sum(abs(d) <= _TIE for d in diffs),
+        "seeds": len(diffs),
+    }
+
+
 def summarise(results: dict[str, list[dict]], profile: str, simulated: bool) -> list[dict]:
     def median_of(mode: str) -> float | None:
         return _agg(results.get(mode, []), "proposals_per_min")[0]
@@ -62,6 +89,12 @@ def summarise(results: dict[str, list[dict]], profile: str, simulated: bool) -> 
 
     bases = {"sync": median_of("sync"), "pxn": median_of("pxn"), "gepa": median_of("gepa"),
              "gepa_pxn": median_of("gepa-pxn")}
+    quality_ref = next((m for m in QUALITY_REFERENCES if results.get(m)), None)
+
+    def vs_reference(mode: str, rows: list[dict]) -> dict | None:
+        paired = paired_heldout(rows, results[quality_ref]) if quality_ref not in (None, mode) else None
+        return {"reference": quality_ref, **paired} if paired else None
+
     out = []
     for mode, rows in results.items():
         med, lo, hi = _agg(rows, "proposals_per_min")
@@ -97,6 +130,7 @@ def summarise(results: dict[str, list[dict]], profile: str, simulated: bool) -> 
             "heldout_score": held,
             "heldout_score_min": held_lo,
             "heldout_score_max": held_hi,
+            "heldout_vs": vs_reference(mode, rows),
             "accepted": _agg(rows, "accepted")[0],
             "seed_score": _agg(rows, "seed_score")[0],
             "gap_p50": _agg(rows, "gap_p50")[0],
@@ -145,9 +179,24 @@ def table(rows: list[dict], proposals: int, basis: str) -> str:
             f"{_f(r['tokens_wasted'], '.0f'):>7} {gaps:>8} {_f(r['discarded_pct'], '.0f'):>5} {_f(r['patched_pct'], '.0f'):>6} "
             f"{_f(r['merges'], '.0f'):>5}"
         )
+    lines += paired_lines(rows)
     lines.append("settings:")
     lines += [f"  {r['mode']:17} {r.get('settings') or '-'}" for r in rows]
     return "\n".join(lines)
+
+
+def paired_lines(rows: list[dict]) -> list[str]:
+    """The held-out comparison with the sequential reference, one line per mode."""
+    paired = [(r["mode"], r["heldout_vs"]) for r in rows if r.get("heldout_vs")]
+    if not paired:
+        return []
+    lines = [f"held-out vs {paired[0][1]['reference']}, paired by seed: mean difference +- standard error "
+             "(seeds better/worse/tied)"]
+    for mode, p in paired:
+        se = f"+- {p['se']:.3f}" if p["se"] is not None else "(1 seed)"
+        diff = round(p["mean_diff"], 3) + 0.0  # + 0.0: no "-0.000" for a rounding residue
+        lines.append(f"  {mode:17} {diff:+.3f} {se:>9}  ({p['better']}/{p['worse']}/{p['tied']})")
+    return lines
 
 
 def plot(results: dict[str, list[dict]], width: int = 60, height: int = 12) -> str:

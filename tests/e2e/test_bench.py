@@ -20,6 +20,12 @@ def test_bench_json_has_each_mode_and_ratio():
         assert r["simulated"] is True and r["runs"][0]["proposals"] <= 4
         # the final best re-scored on the held-out split, in [0, 1], with its spread
         assert 0.0 <= r["heldout_score_min"] <= r["heldout_score"] <= r["heldout_score_max"] <= 1.0
+    # held-out quality paired by seed against the sequential reference (sync: no GEPA row here)
+    assert by_mode["sync"]["heldout_vs"] is None
+    paired = by_mode["chain"]["heldout_vs"]
+    assert paired["reference"] == "sync" and paired["seeds"] == 1 and paired["se"] is None
+    assert paired["mean_diff"] == by_mode["chain"]["heldout_score"] - by_mode["sync"]["heldout_score"]
+    assert paired["better"] + paired["worse"] + paired["tied"] == 1
     assert by_mode["sync"]["ratio_vs_sync"] == 1.0
     assert by_mode["pxn"]["ratio_vs_pxn"] == 1.0
     assert by_mode["async-reflective"]["proposals_per_min"] > 0
@@ -65,3 +71,23 @@ def test_best_at_equal_tokens_uses_the_thriftiest_run_of_each_seed():
     assert thrifty["best_at_equal_tokens"] == 0.7 and costly["best_at_equal_tokens"] == 0.9
     assert other_seed["best_at_equal_tokens"] == 0.8  # alone in its seed: its own total
     assert bs.best_within([(10, 0.3)], 5) is None
+
+
+def test_held_out_scores_are_compared_seed_by_seed_with_the_sequential_reference():
+    from evotui import bench_report as report
+
+    def runs(mode: str, scores: dict[int, float | None]) -> list[dict]:
+        return [{"mode": mode, "seed": seed, "heldout_score": v} for seed, v in scores.items()]
+
+    gepa = runs("gepa", {0: 0.90, 1: 0.80, 2: 0.70, 4: 0.50})
+    # seed 3 has no reference score and seed 4 no score of its own: both are left out
+    chain = runs("chain-8", {0: 0.95, 1: 0.75, 2: 0.70, 3: 0.99, 4: None})
+    p = report.paired_heldout(chain, gepa)
+    assert p["seeds"] == 3 and (p["better"], p["worse"], p["tied"]) == (1, 1, 1)
+    assert abs(p["mean_diff"] - 0.0) < 1e-12
+    assert abs(p["se"] - 0.05 / 3 ** 0.5) < 1e-12  # differences +0.05, -0.05, 0: sd 0.05
+    assert report.paired_heldout(runs("x", {7: 0.9}), gepa) is None  # no seed in common
+    rows = [{"mode": "chain-8", "heldout_vs": {"reference": "gepa", **p}}, {"mode": "gepa", "heldout_vs": None}]
+    assert report.paired_lines(rows) == [
+        "held-out vs gepa, paired by seed: mean difference +- standard error (seeds better/worse/tied)",
+        "  chain-8           +0.000  +- 0.029  (1/1/1)"]

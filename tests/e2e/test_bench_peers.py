@@ -46,6 +46,8 @@ def test_real_gepa_rows_beside_evotui_sync():
         assert 0.0 < r["utilization"] < 1.0 and r["tokens_generated"] > 0
         assert 0.0 < r["heldout_score"] <= 1.0  # GEPA's best_candidate, re-scored as evotui's best is
     assert "PxNSampling(2, 4)" in pxn["settings"] and "merge=off" in rows["sync"]["settings"]
+    # quality is paired with the real sequential GEPA when it ran, not with evotui's sync
+    assert gepa["heldout_vs"] is None and rows["sync"]["heldout_vs"]["reference"] == "gepa"
 
 
 def test_real_openevolve_row_on_a_program_task():
