@@ -13,7 +13,8 @@ The candidate's full validation runs in the background, off the chain's critical
 
 All chains share one head. A candidate that passes after another chain moved the head is
 rebased onto the newer head by a three-way line merge (selection/merge.py), so every head holds
-the edits of all heads before it; one that does not apply there counts as rejected.
+the edits of all heads before it; one that does not apply there counts as rejected (checked
+before the gate as well: such a candidate is not run, whatever its gate would say).
 Validations run `chain_validators` at a time; a head that a newer head superseded before its
 turn is left unvalidated (the newer head carries its edit). Only fully validated heads enter
 the pool, so the confirmed pool never holds an unvalidated artifact.
@@ -101,6 +102,8 @@ class ChainMixin:
             ctx.staleness_counts["chain_current_head"] += 1
         else:
             gate_head, gate_seq, gate_chain, gate_base = head, link.head_seq, link.head_chain, item.parent_id
+        if ch.seq != link.head_seq and merge.three_way(head, child, ch.head_text) is None:
+            return await self._reject_unjoinable(item, nxt, prefetched, gate_head, gate_seq, gate_chain, gate_base)
         ctx.bus.publish(ev.EvaluationStart(item_id=item.item_id, split="minibatch",
                                            n_examples=len(item.minibatch) + len(nxt)))
         score_range = ctx.task.score_range  # mode chain runs prompt tasks only
@@ -144,6 +147,22 @@ class ChainMixin:
         self._hand_on(item, child, child_next, nxt, ch.seq, ch.head_chain, base)
         self.recorder.save_item(item, outcome=None)  # a resume must not run this gate twice
         return await self._validate_head(item, child)
+
+    async def _reject_unjoinable(self, item: WorkItem, nxt: list[str], prefetched: list[asyncio.Future] | None,
+                                 head: str, seq: int, head_chain: list[str], base: str) -> None:
+        """A candidate that cannot join the current head (a newer head holds its edit already, or
+        it conflicts there) would be rejected after its gate whatever the gate decided, so the
+        candidate is not run: only the gate's head side, whose traces the chain's next step needs."""
+        runs = prefetched or [asyncio.ensure_future(self.run_example(head, ex, "rollout")) for ex in nxt]
+        try:
+            traces = list(await asyncio.gather(*runs))
+        finally:
+            for run in runs:
+                run.cancel()  # after a failure, the ones still running
+        self.ctx.staleness_counts["chain_unjoinable"] += 1
+        self._hand_on(item, head, traces, nxt, seq, head_chain, base)
+        self.reject(item, "does not apply to the newer head (a conflict, or the edit is there); not gated")
+        return None
 
     def _hand_on(self, item: WorkItem, head: str, traces: list[dict], minibatch: list[str], seq: int,
                  head_chain: list[str], base: str) -> None:

@@ -123,12 +123,39 @@ async def test_a_candidate_passing_after_another_chain_moved_the_head_is_rebased
     assert run.ctx.chain.head_base == "a000002" and run.ctx.chain.head_chain == []  # it holds the head
 
 
-async def test_a_candidate_that_does_not_apply_to_the_newer_head_is_rejected(harness) -> None:
-    # Both add the same line: rebasing item 2's edit onto item 1's head adds nothing.
+async def test_a_candidate_that_does_not_apply_to_the_newer_head_is_rejected_without_its_gate(harness) -> None:
+    # Both add the same line: rebasing item 2's edit onto item 1's head adds nothing, so its gate
+    # could not change the outcome. Only the gate's head side runs: the chain's next traces.
     run = await two_chains_item_2_gated_after_item_1(harness, {"i000001": "KEYWORD-alpha", "i000002": "KEYWORD-alpha"})
     items = {i["item_id"]: i for i in await harness.rows("items", run.ctx.run_id)}
     assert items["i000002"]["outcome"] == "rejected"
     assert "does not apply to the newer head" in items["i000002"]["payload"]["reason"]
+    assert "not gated" in items["i000002"]["payload"]["reason"]
+    assert harness.fake.of("evaluate", "i000002") == []  # the candidate never ran
+    head_side = harness.fake.of("rollout", "i000002")[len(TRAIN_KEYWORDS):]  # after the chain's first rollout
+    assert len(head_side) == len(TRAIN_KEYWORDS) and all("KEYWORD-alpha" in r.system for r in head_side)
+    assert run.ctx.staleness_counts["chain_unjoinable"] == 1 and run.ctx.staleness_counts["chain_rebase"] == 0
+
+
+async def test_a_candidate_whose_edit_a_head_made_during_its_gate_is_rejected_after_it(harness) -> None:
+    """The head moves while item 2's gate runs (its answers are held): the gate passes, and the
+    rebase then finds item 1's head holding the same edit."""
+    fake = harness.fake
+    fake.override = lambda req: fenced(req.current(), "KEYWORD-alpha") if req.stage == "propose" else None
+    run = await harness.create(pipeline={**CHAIN, "chains": 2}, budget={"max_proposals": 2})
+    hold1 = fake.hold(lambda r: (r.stage, r.item_id) == ("propose", "i000001"))
+    hold2 = fake.hold(lambda r: (r.stage, r.item_id) == ("evaluate", "i000002"))
+    task = harness.start(run)
+    await until(lambda: bool(hold2.arrived) and run.ctx.chain.seq == 0, what="item 2's gate on the seed")
+    hold1.release()
+    await until(lambda: run.ctx.chain.seq >= 1, what="item 1 moved the head")
+    hold2.release()
+    assert (await harness.finish(task)).status == "completed"
+    items = {i["item_id"]: i for i in await harness.rows("items", run.ctx.run_id)}
+    assert items["i000002"]["outcome"] == "rejected"
+    assert items["i000002"]["payload"]["reason"].startswith("passed its gate but does not apply to the newer head")
+    assert len(fake.of("evaluate", "i000002")) == 2 * len(TRAIN_KEYWORDS)
+    assert run.ctx.staleness_counts["chain_unjoinable"] == 0
     assert "a000002" not in run.ctx.pool
 
 
