@@ -52,6 +52,15 @@ def wait_live(what: str, proc: subprocess.Popen, ready, timeout: float = 120.0) 
     raise AssertionError(f"timed out waiting for {what}")
 
 
+def wait_until(predicate, what: str, limit_s: float = 120.0) -> None:
+    """Poll `predicate()` until it holds; the limit only turns a hang into a failure."""
+    deadline = time.monotonic() + limit_s
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"still waiting after {limit_s:.0f} s for {what}")
+        time.sleep(0.05)
+
+
 def read_rows(db: Path, sql: str, *args) -> list[tuple]:
     """A query on a database another process may be writing, through a read-only connection."""
     con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)

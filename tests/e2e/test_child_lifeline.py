@@ -6,14 +6,13 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
 import pytest
 
 from evotui.peers.lifeline import ORPHANED_EXIT
-from tests.e2e.conftest import ROOT, free_port
+from tests.e2e.conftest import ROOT, free_port, wait_until
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads process states from /proc")
 
@@ -38,14 +37,6 @@ def _gone(pid: int) -> bool:
     return stat.rsplit(")", 1)[1].split()[0] in ("Z", "X")
 
 
-def _wait_for(predicate, what: str, limit_s: float = 60.0) -> None:
-    deadline = time.monotonic() + limit_s
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"still waiting after {limit_s:.0f} s for {what}")
-        time.sleep(0.1)
-
-
 def _healthy(url: str) -> bool:
     try:
         return httpx.get(url, timeout=1.0).status_code == 200
@@ -61,11 +52,11 @@ def test_a_sim_server_exits_when_its_parent_is_killed(tmp_path, stderr_to):
                               cwd=ROOT, stdout=subprocess.PIPE, text=True)
     server_pid = int(parent.stdout.readline())
     try:
-        _wait_for(lambda: _healthy(f"http://127.0.0.1:{port}/health") or _gone(server_pid), "the server to start")
+        wait_until(lambda: _healthy(f"http://127.0.0.1:{port}/health") or _gone(server_pid), "the server to start")
         assert not _gone(server_pid), err.read_text()  # it serves while its parent lives
         parent.kill()
         parent.wait(timeout=30)
-        _wait_for(lambda: _gone(server_pid), "the orphaned server to exit")
+        wait_until(lambda: _gone(server_pid), "the orphaned server to exit")
     finally:
         if not _gone(server_pid):
             os.kill(server_pid, 9)

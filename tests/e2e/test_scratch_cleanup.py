@@ -8,23 +8,14 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from evotui.peers.lifeline import ORPHANED_EXIT
-from tests.e2e.conftest import ROOT
+from tests.e2e.conftest import ROOT, wait_until
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
-
-
-def _wait_for(predicate, what: str, limit_s: float = 120.0) -> None:
-    deadline = time.monotonic() + limit_s
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"still waiting after {limit_s:.0f} s for {what}")
-        time.sleep(0.05)
 
 
 def _scratch_dbs(tmp: Path) -> list[Path]:
@@ -40,7 +31,7 @@ def test_a_bench_ended_by_sigterm_removes_its_scratch_directory_and_dies_of_the_
                              cwd=ROOT, env={**os.environ, "TMPDIR": str(tmp)},
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        _wait_for(lambda: _scratch_dbs(tmp) or bench.poll() is not None, "the bench's run database")
+        wait_until(lambda: _scratch_dbs(tmp) or bench.poll() is not None, "the bench's run database")
         assert bench.poll() is None, bench.communicate()[1]
         bench.send_signal(signal.SIGTERM)
         out, err = bench.communicate(timeout=120)
