@@ -41,8 +41,6 @@ from engine.tasks.sim_behaviours import all_behaviours
 if TYPE_CHECKING:  # the runner imports this module, not the other way round
     from engine.runner import EngineRun
 
-SIM_BASE = "http://sim/v1"
-
 
 class SetupError(Exception):
     """The run cannot start; message is one line naming the problem and the fix."""
@@ -117,7 +115,7 @@ async def build_context(run_id: str, config: RunConfig, task: PromptTask, store:
         if ep.url == LOCAL_URL:
             client = LLMClient(client_endpoint(ep, local), name=name, on_call=sink)
         elif ep.url == SIM_URL:
-            client = LLMClient(ep, name=name, transport=transport, base_url=SIM_BASE, on_call=sink)
+            client = LLMClient(ep, name=name, transport=transport, on_call=sink)  # base: SIM_BASE_URL
         elif ep.endpoints:
             client = RoutedClient(ep, name=name, on_call=sink)
         else:

@@ -12,7 +12,6 @@ from engine.llm.client import LLMClient
 from engine.llm.sim import sim_transport
 from engine.trace.errors import TraceError
 
-SIM_BASE = "http://sim/v1"
 # Simulated seconds per wall second for analysis calls: nothing here measures time.
 SIM_TIME_SCALE = 100000.0
 
@@ -52,7 +51,7 @@ def make_client(cfg: EndpointConfig, run_config: dict[str, Any], name: str, beha
         sim = {k: v for k, v in (run_config.get("sim") or {}).items() if k in SimConfig.model_fields}
         sim["time_scale"] = SIM_TIME_SCALE
         transport, _state = sim_transport(SimConfig.model_validate(sim), behaviours=behaviours)
-        return LLMClient(cfg, name=name, transport=transport, base_url=SIM_BASE)
+        return LLMClient(cfg, name=name, transport=transport)  # base: SIM_BASE_URL
     if cfg.url.startswith("local://"):
         raise TraceError("the run used the managed local server; start it (`evotui local serve`) and pass --llm-url")
     return LLMClient(cfg, name=name)
