@@ -40,15 +40,18 @@ def remove_all() -> None:
     """Remove every live scratch directory now (the process is about to end without unwinding)."""
     for path in sorted(_live):
         _live.discard(path)
-        if sys.version_info >= (3, 12):
-            shutil.rmtree(path, onexc=lambda _func, name, exc: _warn(name, exc))
-        else:
-            shutil.rmtree(path, onerror=lambda _func, name, info: _warn(name, info[1]))
-
-
-def _warn(name: str, exc: BaseException) -> None:
-    # Ending anyway: say what is left behind, so it can be removed by hand.
-    print(f"evotui: warning: could not remove scratch file {name}: {exc}", file=sys.stderr, flush=True)
+        # A second pass: a thread still writing (SQLite's) may add a file while the first runs.
+        errors: list[tuple[str, BaseException]] = []
+        for _ in range(2):
+            errors.clear()
+            if sys.version_info >= (3, 12):
+                shutil.rmtree(path, onexc=lambda _func, name, exc: errors.append((name, exc)))
+            else:
+                shutil.rmtree(path, onerror=lambda _func, name, info: errors.append((name, info[1])))
+            if not os.path.lexists(path):
+                break
+        for name, exc in errors:  # ending anyway: say what is left, so it can be removed by hand
+            print(f"evotui: warning: could not remove scratch file {name}: {exc}", file=sys.stderr, flush=True)
 
 
 def remove_on_sigterm() -> None:
