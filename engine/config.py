@@ -185,10 +185,11 @@ class PipelineConfig(StrictModel):
     chain: proposal chains that hand each step to the next at the minibatch gate and validate
     in the background (prompt tasks; engine/stages/chain.py)."""
     chains: int = Field(default=8, gt=0)
-    """chain: proposal chains running at once. 8 by measurement (evotui bench --peers, 48
-    proposals, simulated vllm): 6 chains keep quality but are slower; 10 are 10% faster but lose
-    0.014 of held-out score (se 0.004, 144 seeds side by side), 12 and more lose more (fewer
-    steps per chain at equal proposals)."""
+    """chain: proposal chains running at once: the speed/quality dial. 8 by measurement (48
+    proposals, simulated vllm, 144 seeds side by side against 8): 6 chains are 15% slower and
+    +0.010 of held-out score (se 0.003), which puts them above sequential GEPA (+0.007, se 0.003)
+    at about 5x its speed but under 2x GEPA's PxN; 10 are 10% faster and -0.014 (se 0.004); 12
+    and more lose more (a proposal's head is staler). 8: 2.2x PxN, -0.002 to -0.005 against GEPA."""
     chain_prefetch: bool = False
     """chain: run the head on the next minibatch beside the proposal instead of in the gate (the
     same runs, earlier; the gate then runs the step's own head, see chain_gate_current_head).
