@@ -28,6 +28,7 @@ from engine import events as ev
 from engine.items import ChainLink, WorkItem
 from engine.selection import merge
 from engine.stages import chain_gate
+from engine.stages.answers import gather_cancelling
 
 
 class ChainMixin:
@@ -153,12 +154,7 @@ class ChainMixin:
         """A candidate that cannot join the current head (a newer head holds its edit already, or
         it conflicts there) would be rejected after its gate whatever the gate decided, so the
         candidate is not run: only the gate's head side, whose traces the chain's next step needs."""
-        runs = prefetched or [asyncio.ensure_future(self.run_example(head, ex, "rollout")) for ex in nxt]
-        try:
-            traces = list(await asyncio.gather(*runs))
-        finally:
-            for run in runs:
-                run.cancel()  # after a failure, the ones still running
+        traces = await (gather_cancelling(prefetched) if prefetched else self.run_examples(head, nxt, "rollout"))
         self.ctx.staleness_counts["chain_unjoinable"] += 1
         self._hand_on(item, head, traces, nxt, seq, head_chain, base)
         self.reject(item, "does not apply to the newer head (a conflict, or the edit is there); not gated")

@@ -26,6 +26,7 @@ from engine.pool import Artifact
 from engine.selection import merge
 from engine.stages import reflection
 from engine.hot_swap import PinnedParents
+from engine.stages.answers import gather_cancelling
 from engine.stages.audit import AuditMixin
 from engine.stages.base import KindHandlers
 from engine.stages.chain import ChainMixin
@@ -166,14 +167,7 @@ class PromptStages(PinnedParents, AuditMixin, SpeculationMixin, ChainMixin, Stal
         else:
             def one(ex: str):
                 return self.run_example(prompt_text, ex, stage)
-        tasks = [asyncio.ensure_future(one(ex)) for ex in example_ids]
-        try:
-            return list(await asyncio.gather(*tasks))
-        except BaseException:
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
-            raise
+        return await gather_cancelling([asyncio.ensure_future(one(ex)) for ex in example_ids])
 
     # -- stages ---------------------------------------------------------------------------
     async def rollout(self, item: WorkItem) -> WorkItem | None:
