@@ -10,6 +10,7 @@ measurements of a real model.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import math
 import random
@@ -50,7 +51,8 @@ class SimBackendState:
         self.disconnects = 0
         self.prompt_tokens = 0
         self.completion_tokens = 0
-        self._counter = 0
+        self._asked: dict[bytes, int] = {}
+        """Request digest -> how many times that same request came before (answers' randomness)."""
 
     @property
     def capacity(self) -> int:
@@ -98,11 +100,17 @@ class SimBackendState:
         peak = self.cfg.vllm_peak_tok_s if self.cfg.profile == "vllm" else self.cfg.api_tok_s * self.capacity
         return self.tokens_generated / (el * peak) if el > 0 else 0.0
 
-    def next_rng(self, request_seed: object) -> random.Random:
-        """Per-request answer randomness from (cfg.seed, request seed if any, a counter)."""
-        self._counter += 1
-        req = request_seed + 1 if isinstance(request_seed, int) and not isinstance(request_seed, bool) else 0
-        return random.Random(((self.cfg.seed % 2**32) << 96) | ((req % 2**64) << 32) | (self._counter % 2**32))
+    def next_rng(self, request_seed: object, stage: str, messages: list[dict]) -> random.Random:
+        """Per-request answer randomness keyed by what was asked, not by when it arrived: from
+        (cfg.seed, the request's seed field, its stage, its messages, how many times the same request came
+        before). Concurrent requests (a peer's evaluation threads, an asynchronous engine's
+        stages) then get the same answers in whatever order they arrive, so a sequential run
+        reproduces per seed; the same request asked again gets a fresh draw."""
+        req = request_seed if isinstance(request_seed, int) and not isinstance(request_seed, bool) else None
+        asked = hashlib.blake2b(json.dumps([req, stage, messages], sort_keys=True).encode(), digest_size=16).digest()
+        nth = self._asked[asked] = self._asked.get(asked, -1) + 1
+        key = hashlib.blake2b(asked + f"{self.cfg.seed}/{nth}".encode(), digest_size=16).digest()
+        return random.Random(int.from_bytes(key, "big"))
 
     def snapshot(self) -> dict[str, Any]:
         return {
@@ -237,7 +245,7 @@ class SimApp:
         limit = req.get("max_completion_tokens", req.get("max_tokens"))
         if limit is not None and tokens > limit:
             tokens, finish_reason = limit, "length"
-        text = answer(messages, stage, st.next_rng(req.get("seed")), self.behaviours)
+        text = answer(messages, stage, st.next_rng(req.get("seed"), stage, messages), self.behaviours)
         if finish_reason == "length":
             text = truncate(text)
         job = Job(prompt_tokens=prompt_tokens, tokens=tokens)
