@@ -10,9 +10,11 @@ about 0.985 and the best of 128 about 0.989 (medians; `python -m evotui.bench_qu
 `held` removes that bias: the best artifact each run ends with (evotui: the pool's best; GEPA: its best candidate) is
 answered HELDOUT_REPEATS times on every example of the task's held-out split by the same
 simulated task model, and the mean is reported. It runs after the run, outside its timing.
-The backend is seeded with the bench seed, so every row of a seed is scored with the same
-draws (common random numbers): on `rules` two prompts that state the same rules the same way
-get the same `held`, and rows of one seed differ only where their prompts differ.
+The backend is seeded with the bench seed, and each answer asks for the simulator's stage
+`heldout` with a seed of its own (the example's and the repeat's position), whose randomness
+comes from those seeds alone, not from the prompt. So every row of a seed is scored with the
+same draws (common random numbers): two prompts that state the same rules get the same `held`
+however they word them, and rows of one seed differ only where their prompts differ.
 
 Program tasks score deterministically (no noise to select on); their rows have no `held`.
 """
@@ -27,6 +29,7 @@ from typing import Any
 
 from engine.config import SIM_URL, EndpointConfig
 from engine.llm.errors import LLMError
+from engine.llm.sim.app import COMMON_DRAWS_STAGE as HELDOUT_STAGE
 
 HELDOUT_REPEATS = 10
 """Answers per held-out example: 10 x 30 examples put the standard deviation of a rules
@@ -52,7 +55,11 @@ async def heldout_score(task: Any, text: str, seed: int, repeats: int = HELDOUT_
                          "bench-heldout", behaviours=tuple(all_behaviours()))
     scorer = ValScorer(task, client, concurrency=_CONCURRENCY)  # one example: the run's rollout, scored
     try:
-        scores = await asyncio.gather(*(scorer.one(text, ex) for ex in task.heldout for _ in range(repeats)))
+        # Common random numbers: the simulator draws a `heldout` answer from its seed alone, so
+        # the k-th answer to an example uses the same draws whatever the prompt, and two rows'
+        # held-out scores differ by what their prompts say, not by sampling noise.
+        scores = await asyncio.gather(*(scorer.one(text, ex, stage=HELDOUT_STAGE, seed=i * repeats + k)
+                                        for i, ex in enumerate(task.heldout) for k in range(repeats)))
     except LLMError as exc:  # the row keeps its other figures; its `held` is left empty
         print(f"evotui: warning: held-out rollouts failed, the row has no held-out score: {exc}",
               file=sys.stderr, flush=True)

@@ -49,10 +49,11 @@ class ValScorer:
         self.task, self.client = task, client
         self.sem = asyncio.Semaphore(concurrency)
 
-    async def one(self, prompt: str, example: dict) -> float:
+    async def one(self, prompt: str, example: dict, stage: str = "rollout", seed: int | None = None) -> float:
         async with self.sem:
             res = await self.client.chat([{"role": "system", "content": prompt},
-                                          {"role": "user", "content": self.task.user_message(example)}], stage="rollout")
+                                          {"role": "user", "content": self.task.user_message(example)}],
+                                         stage=stage, seed=seed)
         return self.task.score(example, res.text).score
 
     async def score(self, prompt: str) -> tuple[float | None, str]:

@@ -56,3 +56,13 @@ async def test_held_out_scores_of_one_prompt_differ_only_by_the_model_s_noise(ru
     spread a row's `held` carries is the model's temperature."""
     got = [await bench_quality.heldout_score(rules, FULL, seed=s) for s in range(4)]
     assert max(got) - min(got) < 0.06 and statistics.mean(got) > 0.85
+
+
+async def test_two_wordings_of_the_same_rules_get_the_same_held_out_score(rules):
+    """Common random numbers: every prompt's k-th answer to an example uses the same draws (the
+    simulator's `heldout` stage), so rows differ by what their prompts say, not by noise."""
+    reordered = "Format the list on one line.\n" + "\n".join(r.statement for r in reversed(RULES))
+    assert reordered != FULL
+    same = [await bench_quality.heldout_score(rules, text, seed=2, repeats=3) for text in (FULL, reordered)]
+    assert same[0] == same[1]
+    assert await bench_quality.heldout_score(rules, FULL, seed=3, repeats=3) != same[0]  # other seed, other draws

@@ -29,6 +29,9 @@ from engine.llm.sim.serving import Job, LengthSampler, Rejected, make_server
 MODEL_ID = "sim-qwen3-8b"
 FINGERPRINT = "evotui-simulated"
 STAGE_HEADER = b"x-evotui-stage"
+COMMON_DRAWS_STAGE = "heldout"
+"""A measuring client's rollouts (the bench's held-out scorer): answered as stage `rollout`,
+with randomness from (cfg.seed, the request's seed field) alone, whatever the messages."""
 
 Receive = Callable[[], Awaitable[dict]]
 Send = Callable[[dict], Awaitable[None]]
@@ -100,15 +103,19 @@ class SimBackendState:
         peak = self.cfg.vllm_peak_tok_s if self.cfg.profile == "vllm" else self.cfg.api_tok_s * self.capacity
         return self.tokens_generated / (el * peak) if el > 0 else 0.0
 
-    def next_rng(self, request_seed: object, stage: str, messages: list[dict]) -> random.Random:
+    def next_rng(self, request_seed: object, stage: str, messages: list[dict] | None) -> random.Random:
         """Per-request answer randomness keyed by what was asked, not by when it arrived: from
-        (cfg.seed, the request's seed field, its stage, its messages, how many times the same request came
-        before). Concurrent requests (a peer's evaluation threads, an asynchronous engine's
-        stages) then get the same answers in whatever order they arrive, so a sequential run
-        reproduces per seed; the same request asked again gets a fresh draw."""
+        (cfg.seed, the request's seed field, its stage, its messages, how many times the same
+        request came before). Concurrent requests (a peer's evaluation threads, an asynchronous
+        engine's stages) then get the same answers in whatever order they arrive, so a
+        sequential run reproduces per seed; the same request asked again gets a fresh draw.
+        messages None (stage `heldout`): from (cfg.seed, the seed field) alone, the same draws
+        for every prompt (common random numbers for a measuring client)."""
         req = request_seed if isinstance(request_seed, int) and not isinstance(request_seed, bool) else None
         asked = hashlib.blake2b(json.dumps([req, stage, messages], sort_keys=True).encode(), digest_size=16).digest()
-        nth = self._asked[asked] = self._asked.get(asked, -1) + 1
+        nth = 0
+        if messages is not None:
+            nth = self._asked[asked] = self._asked.get(asked, -1) + 1
         key = hashlib.blake2b(asked + f"{self.cfg.seed}/{nth}".encode(), digest_size=16).digest()
         return random.Random(int.from_bytes(key, "big"))
 
@@ -239,13 +246,15 @@ class SimApp:
             return
         headers = dict(scope.get("headers") or [])
         stage = headers.get(STAGE_HEADER, b"default").decode("latin-1").strip() or "default"
+        common = stage == COMMON_DRAWS_STAGE
+        stage = "rollout" if common else stage
         messages = req["messages"]
         prompt_tokens = max(1, math.ceil(sum(len(message_text(m.get("content"))) for m in messages) / 4))
         tokens, finish_reason = st.sampler.sample(length_stage(messages, stage)), "stop"
         limit = req.get("max_completion_tokens", req.get("max_tokens"))
         if limit is not None and tokens > limit:
             tokens, finish_reason = limit, "length"
-        text = answer(messages, stage, st.next_rng(req.get("seed"), stage, messages), self.behaviours)
+        text = answer(messages, stage, st.next_rng(req.get("seed"), stage, None if common else messages), self.behaviours)
         if finish_reason == "length":
             text = truncate(text)
         job = Job(prompt_tokens=prompt_tokens, tokens=tokens)
