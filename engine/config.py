@@ -185,11 +185,20 @@ class PipelineConfig(StrictModel):
     chain: proposal chains that hand each step to the next at the minibatch gate and validate
     in the background (prompt tasks; engine/stages/chain.py)."""
     chains: int = Field(default=8, gt=0)
-    """chain: proposal chains running at once: the speed/quality dial. 8 by measurement (48
-    proposals, simulated vllm, 144 seeds side by side against 8): 6 chains are 15% slower and
-    +0.010 of held-out score (se 0.003), which puts them above sequential GEPA (+0.007, se 0.003)
-    at about 5x its speed but under 2x GEPA's PxN; 10 are 10% faster and -0.014 (se 0.004); 12
-    and more lose more (a proposal's head is staler). 8: 2.2x PxN, -0.002 to -0.005 against GEPA."""
+    """chain: proposal chains at once (the most, with chains_min): the speed/quality dial. 8 by
+    measurement (48 proposals, simulated vllm, 144 seeds side by side against 8): 6 are 15%
+    slower and +0.010 of held-out score (se 0.003), above sequential GEPA (+0.007, se 0.003)
+    but under 2x GEPA's PxN; 10 are 10% faster and -0.014 (se 0.004); 12 and more lose more
+    (a proposal's head is staler). 8: 2.2x PxN, -0.002 to -0.005 against GEPA."""
+    chains_min: int | None = Field(default=None, gt=0)
+    """chain: set below `chains` to let the count adapt: it starts here, a step whose candidate
+    collides with another chain's head (cannot join it: the same edit or a conflict) takes a
+    chain away, down to this, and chain_grow_after clean steps in a row add one, up to `chains`
+    (ChainState.after_step). None: a fixed count. Off by default: it moves along the dial, not
+    beyond it (144 seeds side by side against a fixed 8, as above): 6 to 8 +0.005 (se 0.003) at
+    0.93 of the speed, 6 to 10 +0.001 (se 0.004) at 0.99."""
+    chain_grow_after: int = Field(default=3, gt=0)
+    """chain, with chains_min: clean steps in a row after which one more chain runs."""
     chain_prefetch: bool = False
     """chain: run the head on the next minibatch beside the proposal instead of in the gate (the
     same runs, earlier; the gate then runs the step's own head, see chain_gate_current_head).
@@ -277,6 +286,11 @@ class PipelineConfig(StrictModel):
     """Hold each proposal for a human decision before it is evaluated (TUI review queue)."""
     review_before_commit: bool = False
     """Hold each evaluated candidate for a human decision before it enters the pool."""
+
+    @property
+    def chain_floor(self) -> int:
+        """Fewest chains at once: chains_min, but never above `chains`."""
+        return min(self.chains_min or self.chains, self.chains)
 
     def gap_for(self, policy: str) -> int:
         """The gap threshold a policy uses: max_gap if set, else the policy's default."""

@@ -104,17 +104,36 @@ class ChainState:
     head_base itself); validation picks the nearest of them that made it into the pool."""
     seq: int = 0
     """Bumped at every new head, so a chain can tell that another one moved it."""
+    count: int = 0
+    """Chains allowed at once now (0 until the run's first admission sets it to the floor)."""
+    clean_steps: int = 0
+    """Gated steps in a row whose candidate did not collide with another chain's head."""
 
     MAX_CHAIN = 50
 
+    def after_step(self, collided: bool, floor: int, top: int, grow_after: int) -> None:
+        """Adapt the chain count to how often chains collide (a candidate that cannot join the
+        newer head: another chain made its edit, or a conflicting one). A collision takes one
+        chain away, down to `floor`; `grow_after` steps in a row without one add a chain, up to
+        `top`. Early in a run, when every chain sees the same few failures, chains collide often
+        and fewer run; once the obvious edits are in, more run (engine/config.py, chains_min)."""
+        count = min(max(self.count or floor, floor), top)
+        if collided:
+            self.count, self.clean_steps = max(floor, count - 1), 0
+            return
+        self.clean_steps += 1
+        if self.clean_steps >= grow_after:
+            count, self.clean_steps = min(top, count + 1), 0
+        self.count = count
+
     def to_dict(self) -> dict:
         return {"head_text": self.head_text, "head_base": self.head_base, "head_chain": list(self.head_chain),
-                "seq": self.seq}
+                "seq": self.seq, "count": self.count, "clean_steps": self.clean_steps}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "ChainState":
         return cls(str(d.get("head_text", "")), str(d.get("head_base", "")), [str(i) for i in d.get("head_chain", [])],
-                   int(d.get("seq", 0)))
+                   int(d.get("seq", 0)), int(d.get("count", 0)), int(d.get("clean_steps", 0)))
 
 
 @dataclass

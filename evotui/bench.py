@@ -101,7 +101,9 @@ def settings(p) -> str:
     elif mode.lockstep:
         parts.append(f"P={p.pxn_parents} x N={p.pxn_mutations}")
     elif mode.chains:
-        parts += [f"chains={p.chains}", f"chain_validators={p.chain_validators}"]
+        count = f"chains={p.chains}" if p.chain_floor == p.chains else \
+            f"chains={p.chain_floor}..{p.chains} (grow after {p.chain_grow_after} clean steps)"
+        parts += [count, f"chain_validators={p.chain_validators}"]
         parts += ["chain_revert=on"] if p.chain_revert else []
         parts += [f"chain_early_gate={'on' if p.chain_early_gate else 'off'}",
                   f"chain_gate_current_head={'on' if p.chain_gate_current_head else 'off'}"]

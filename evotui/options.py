@@ -72,7 +72,9 @@ def add_run_flags(p: argparse.ArgumentParser) -> None:
     e.add_argument("--max-gap", type=int, metavar="N", help="guarded policy: largest allowed version gap")
     e.add_argument("--workers", metavar="STAGE=N,...", help="e.g. rollout=8,propose=4,evaluate=8")
     e.add_argument("--max-in-flight", type=int, metavar="N", help="async: most items in the pipeline at once")
-    e.add_argument("--chains", type=int, metavar="N", help="chain: proposal chains at once")
+    e.add_argument("--chains", type=int, metavar="N", help="chain: most proposal chains at once")
+    e.add_argument("--chains-min", type=int, metavar="N", help="chain: fewest chains (they start there and "
+                   "adapt up to --chains; equal to --chains: a fixed count)")
     e.add_argument("--minibatch", type=int, metavar="N")
     e.add_argument("--seed", type=int)
     add_budget_flags(p)
@@ -162,6 +164,7 @@ def config_layers(args: argparse.Namespace) -> list[tuple[str, dict]]:
         "minibatch": "pipeline.minibatch_size",
         "max_in_flight": "pipeline.max_in_flight",
         "chains": "pipeline.chains",
+        "chains_min": "pipeline.chains_min",
         "seed": "seed",
     }
     for flag, path in simple.items():

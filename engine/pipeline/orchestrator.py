@@ -213,7 +213,7 @@ class Orchestrator(LockstepAdmission):
         """An item a handler starts mid-pipeline (mode chain: the next step of a chain), with
         its own budget reservation; None while draining or when the budget has no room."""
         ctx = self.ctx
-        if self._draining or self._stopped.is_set():
+        if self._draining or self._stopped.is_set() or (chain is not None and self._chain_retires(chain)):
             return None
         reservation = ctx.budget.try_reserve(self.handlers.estimate(), ctx.elapsed())
         if reservation is None:
@@ -222,6 +222,7 @@ class Orchestrator(LockstepAdmission):
                                        parent_id=parent_id, minibatch=minibatch, stage=stage, created_at=time.time(),
                                        payload=payload, chain=chain), reservation)
         self._reroute(item, stage)
+        self._changed.set()  # the chain count may have grown at this step: admission looks again
         return item
 
     async def _wait_until(self, predicate) -> None:
@@ -237,7 +238,7 @@ class Orchestrator(LockstepAdmission):
         # sync admits the next step only when the previous one has left the pipeline; a merge
         # is a step there. async: merges use their own slots, beside max_in_flight proposals.
         sync = mode.one_at_a_time
-        limit = 1 if sync else cfg.chains if mode.chains else cfg.max_in_flight
+        limit = 1 if sync else cfg.max_in_flight
         first = self.stages[self.spec.first]
 
         def merge_room() -> bool:
@@ -245,8 +246,11 @@ class Orchestrator(LockstepAdmission):
                 return False
             return (self.in_flight == 0 if sync else self.merges.running < cfg.merge_slots) and self.merges.owed()
 
+        if mode.chains:  # a resumed run keeps its count, within the bounds configured now
+            self.ctx.chain.count = min(max(self.ctx.chain.count or cfg.chain_floor, cfg.chain_floor), cfg.chains)
+
         def proposal_room() -> bool:
-            return (self.in_flight if sync else self.proposing) < limit
+            return (self.in_flight if sync else self.proposing) < (self.ctx.chain.count if mode.chains else limit)
 
         while not self._draining:
             await self._wait_until(lambda: (self.running.is_set() and (proposal_room() or merge_room()))
@@ -264,6 +268,16 @@ class Orchestrator(LockstepAdmission):
             if item is None:
                 break
             await (first if item.stage == first.name else self.stages[item.stage]).put(item)
+
+    def _chain_retires(self, link: ChainLink) -> bool:
+        """A chain ends instead of taking its next step when the others fill the chain count
+        (it dropped after a collision); admission starts a chain again once it grows."""
+        handing = self.recorder.in_flight.get(link.chain_of)
+        others = self.proposing - (1 if handing is not None and handing.holds_proposal_slot else 0)
+        if others < self.ctx.chain.count:
+            return False
+        self.ctx.staleness_counts["chain_retired"] += 1
+        return True
 
     @property
     def proposing(self) -> int:

@@ -11,6 +11,10 @@ If another chain moved the shared head since the step began, the gate runs that 
 a stale one. The gate is decided as soon as the answers still out could not change it (chain_gate.py).
 The candidate's full validation runs in the background, off the chain's critical path.
 
+How many chains run adapts between chains_min and chains: a candidate that collides with
+another chain's head takes a chain away, a run of steps without one adds a chain back
+(ChainState.after_step); a chain over the count ends at its next hand-on.
+
 All chains share one head. A candidate that passes after another chain moved the head is
 rebased onto the newer head by a three-way line merge (selection/merge.py), so every head holds
 the edits of all heads before it; one that does not apply there counts as rejected (checked
@@ -134,6 +138,7 @@ class ChainMixin:
                                            "from_parent": item.parent_id, "mechanical": True}
                 child = item.payload["child"] = rebased
                 ctx.staleness_counts["chain_rebase"] += 1
+        self._count_step(collided=reason.startswith("passed its gate"))
         if reason:
             # The chain goes on from the gate's head, with that head's traces on the next minibatch.
             self._hand_on(item, gate_head, head_next, nxt, gate_seq, gate_chain, gate_base)
@@ -156,9 +161,14 @@ class ChainMixin:
         candidate is not run: only the gate's head side, whose traces the chain's next step needs."""
         traces = await (gather_cancelling(prefetched) if prefetched else self.run_examples(head, nxt, "rollout"))
         self.ctx.staleness_counts["chain_unjoinable"] += 1
+        self._count_step(collided=True)
         self._hand_on(item, head, traces, nxt, seq, head_chain, base)
         self.reject(item, "does not apply to the newer head (a conflict, or the edit is there); not gated")
         return None
+
+    def _count_step(self, collided: bool) -> None:
+        cfg = self.ctx.config.pipeline
+        self.ctx.chain.after_step(collided, cfg.chain_floor, cfg.chains, cfg.chain_grow_after)
 
     def _hand_on(self, item: WorkItem, head: str, traces: list[dict], minibatch: list[str], seq: int,
                  head_chain: list[str], base: str) -> None:

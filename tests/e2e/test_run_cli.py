@@ -85,7 +85,7 @@ def test_program_task_through_the_cli_improves_and_resumes(db):
 
 
 def test_chain_mode_through_the_cli_improves_and_validates_every_head_it_commits(db):
-    proc = evotui("run", "rules", "--no-ui", "--db", str(db), "--mode", "chain", "--chains", "3",
+    proc = evotui("run", "rules", "--no-ui", "--db", str(db), "--mode", "chain", "--chains", "3", "--chains-min", "2",
                   "--max-proposals", "12", *FAST)
     assert proc.returncode == 0, proc.stderr
     s = summary_of(proc)
@@ -103,3 +103,8 @@ def test_chain_mode_with_an_async_policy_is_a_clear_error(db):
     proc = evotui("run", "rules", "--no-ui", "--db", str(db), "--mode", "chain", "--policy", "guarded", *FAST)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert "mode chain" in proc.stderr and "policy" in proc.stderr
+
+
+def test_a_chain_count_below_one_is_refused_by_name(db):
+    proc = evotui("run", "rules", "--no-ui", "--db", str(db), "--mode", "chain", "--chains-min", "0", *FAST)
+    assert proc.returncode == 2 and "chains_min" in proc.stderr and "Traceback" not in proc.stderr

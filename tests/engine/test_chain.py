@@ -427,3 +427,33 @@ async def test_a_failing_step_goes_on_from_the_head_another_chain_moved(harness,
     assert prop4.current() == expected
     # Counted per gate that ran a moved head (item 3, released last, may be another).
     assert (run.ctx.staleness_counts["chain_current_head"] >= 1) is current
+
+
+async def test_the_chain_count_starts_at_its_floor_grows_and_a_collision_retires_a_chain(harness) -> None:
+    """chains_min 1, chains 2: one chain starts; item 1's clean step adds a second chain (item 3,
+    admitted fresh beside item 1's successor, item 2); items 2 and 3 make the same edit from the
+    same head, so item 3 collides once item 2 has moved it, the count drops back to 1, and item
+    3's chain ends at its hand-on instead of going on (the budget had room for its next step)."""
+    fake = harness.fake
+    lines = {"i000001": "KEYWORD-alpha", "i000002": "KEYWORD-beta", "i000003": "KEYWORD-beta"}
+    fake.override = lambda req: (fenced(req.current(), lines.get(req.item_id, f"KEYWORD-{req.item_id}"))
+                                 if req.stage == "propose" else None)
+    run = await harness.create(pipeline={**CHAIN, "chains": 2, "chains_min": 1, "chain_grow_after": 1},
+                               budget={"max_proposals": 5})
+    hold3 = fake.hold(lambda r: (r.stage, r.item_id) == ("propose", "i000003"))
+    hold4 = fake.hold(lambda r: (r.stage, r.item_id) == ("propose", "i000004"))
+    task = harness.start(run)
+    await until(lambda: run.ctx.chain.seq >= 2 and bool(hold3.arrived), what="item 2 moved the head")
+    assert run.ctx.chain.count == 2
+    hold3.release()
+    await until(lambda: run.ctx.staleness_counts["chain_unjoinable"] >= 1, what="item 3 collided")
+    assert run.ctx.chain.count == 1 and run.ctx.staleness_counts["chain_retired"] == 1
+    hold4.release()
+    assert (await harness.finish(task)).status == "completed"
+    items = {i["item_id"]: i for i in await harness.rows("items", run.ctx.run_id)}
+    # One chain at the start: item 2 is item 1's next step, not a second fresh chain.
+    assert items["i000002"]["payload"]["chain_of"] == "i000001" and "chain_of" not in items["i000003"]["payload"]
+    assert items["i000003"]["outcome"] == "rejected" and "not gated" in items["i000003"]["payload"]["reason"]
+    assert items["i000004"]["payload"]["chain_of"] == "i000002"
+    assert not any(i["payload"].get("chain_of") == "i000003" for i in items.values())  # its chain ended
+    assert len(items) == 5 and run.ctx.chain.to_dict()["count"] == 2  # item 4's clean step added one back

@@ -39,7 +39,8 @@ def run_states(draw) -> RunState:
     return RunState(
         tally=tally,
         merges=MergeState(draw(counts), draw(counts), draw(st.sets(st.tuples(ids, ids), max_size=5))),
-        chain=ChainState(draw(st.text(max_size=30)), draw(ids), draw(st.lists(ids, max_size=4)), draw(counts)),
+        chain=ChainState(draw(st.text(max_size=30)), draw(ids), draw(st.lists(ids, max_size=4)), draw(counts),
+                         draw(counts), draw(counts)),
         gap_histogram=Counter(draw(st.dictionaries(st.integers(0, 50), counts, max_size=6))),
         staleness_counts=Counter(draw(st.dictionaries(
             st.sampled_from(["pass", "discard", "reflect", "reflect_keep", "reflect_patch", "chain_rebase"]),
@@ -91,10 +92,43 @@ def test_a_state_the_previous_release_saved_loads_and_saves_back_key_compatibly(
     new = state.to_columns()
     for column, old_value in old.items():
         for key, value in old_value.items():
-            if key != "tally":
+            if key == "chain":  # newer keys beside the old ones (the adaptive chain count)
+                assert {k: new[column][key][k] for k in value} == value, (column, key)
+            elif key != "tally":
                 assert new[column][key] == value, (column, key)
     assert {k: v for k, v in new["counters_json"]["tally"].items() if k in old["counters_json"]["tally"]} == {
         k: v for k, v in old["counters_json"]["tally"].items() if k != "retired_counter"}
+
+
+# -- the adaptive chain count ---------------------------------------------------------------------
+
+
+def test_collisions_take_chains_away_and_clean_steps_add_them_back() -> None:
+    ch = ChainState()
+    ch.after_step(False, floor=6, top=10, grow_after=3)
+    assert (ch.count, ch.clean_steps) == (6, 1)  # an unset count starts at the floor
+    ch.after_step(False, 6, 10, 3)
+    ch.after_step(False, 6, 10, 3)
+    assert (ch.count, ch.clean_steps) == (7, 0)  # three clean steps in a row: one more chain
+    ch.after_step(False, 6, 10, 3)
+    ch.after_step(True, 6, 10, 3)
+    assert (ch.count, ch.clean_steps) == (6, 0)  # a collision: one fewer, and the run starts over
+    ch.after_step(True, 6, 10, 3)
+    assert ch.count == 6  # never below the floor
+    ch.count = 12  # a resume under a smaller `chains`
+    ch.after_step(False, 6, 10, 3)
+    assert ch.count == 10
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.booleans(), max_size=60), st.integers(1, 8), st.integers(0, 8), st.integers(1, 5))
+def test_the_chain_count_stays_within_its_bounds(steps: list[bool], floor: int, extra: int, grow_after: int) -> None:
+    top, ch = floor + extra, ChainState()
+    for collided in steps:
+        before = ch.count or floor
+        ch.after_step(collided, floor, top, grow_after)
+        assert floor <= ch.count <= top and 0 <= ch.clean_steps < grow_after
+        assert ch.count == (max(floor, before - 1) if collided else before + (ch.clean_steps == 0 and before < top))
 
 
 def test_the_v2_fixtures_stored_state_loads() -> None:
