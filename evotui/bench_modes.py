@@ -4,12 +4,6 @@ from evotui/bench.py so the CLI can list them in its help without importing the 
 # Reflective and guarded share the threshold, so their wasted tokens compare like for like.
 _REFLECTIVE = {"mode": "async", "policy": "reflective", "max_gap": 2}
 
-
-def _fixed(chains: int) -> dict:
-    """Mode chain with a fixed chain count, whatever the configured chains_min."""
-    return {"mode": "chain", "chains": chains, "chains_min": None}
-
-
 MODES = {
     "sync": {"pipeline": {"mode": "sync"}},
     "pxn": {"pipeline": {"mode": "pxn"}},
@@ -28,35 +22,35 @@ MODES = {
     "chain-6to10": {"pipeline": {"mode": "chain", "chains_min": 6, "chains": 10}},
     "chain-6to12": {"pipeline": {"mode": "chain", "chains_min": 6, "chains": 12}},
     "chain-8to12": {"pipeline": {"mode": "chain", "chains_min": 8, "chains": 12}},
-    "chain-6": {"pipeline": _fixed(6)},
-    "chain-4": {"pipeline": _fixed(4)},
-    "chain-8": {"pipeline": _fixed(8)},
-    "chain-10": {"pipeline": _fixed(10)},
-    "chain-12": {"pipeline": _fixed(12)},
-    "chain-16": {"pipeline": _fixed(16)},
+    "chain-6": {"pipeline": {"mode": "chain", "chains": 6}},
+    "chain-4": {"pipeline": {"mode": "chain", "chains": 4}},
+    "chain-8": {"pipeline": {"mode": "chain", "chains": 8}},
+    "chain-10": {"pipeline": {"mode": "chain", "chains": 10}},
+    "chain-12": {"pipeline": {"mode": "chain", "chains": 12}},
+    "chain-16": {"pipeline": {"mode": "chain", "chains": 16}},
     # The head's runs on the next minibatch start beside the proposal (engine/config.py).
-    "chain-8-prefetch": {"pipeline": {**_fixed(8), "chain_prefetch": True}},
+    "chain-8-prefetch": {"pipeline": {"mode": "chain", "chains": 8, "chain_prefetch": True}},
     # A head that validates below the pool's best is taken back out of the shared head.
-    "chain-8r": {"pipeline": {**_fixed(8), "chain_revert": True}},
-    "chain-10r": {"pipeline": {**_fixed(10), "chain_revert": True}},
-    "chain-12r": {"pipeline": {**_fixed(12), "chain_revert": True}},
+    "chain-8r": {"pipeline": {"mode": "chain", "chains": 8, "chain_revert": True}},
+    "chain-10r": {"pipeline": {"mode": "chain", "chains": 10, "chain_revert": True}},
+    "chain-12r": {"pipeline": {"mode": "chain", "chains": 12, "chain_revert": True}},
     # One background validation at a time: heads superseded meanwhile are never validated (the
     # newer head carries their edits), so fewer sequences share the GPU with the chains' steps.
-    "chain-8v1": {"pipeline": {**_fixed(8), "chain_validators": 1}},
-    "chain-10v1": {"pipeline": {**_fixed(10), "chain_validators": 1}},
-    "chain-12v1": {"pipeline": {**_fixed(12), "chain_validators": 1}},
+    "chain-8v1": {"pipeline": {"mode": "chain", "chains": 8, "chain_validators": 1}},
+    "chain-10v1": {"pipeline": {"mode": "chain", "chains": 10, "chain_validators": 1}},
+    "chain-12v1": {"pipeline": {"mode": "chain", "chains": 12, "chain_validators": 1}},
     # A head's validation rollouts 10 (5) at a time: fewer sequences beside the chains' steps
     # on the server, so the steps decode faster; the validations take longer.
-    "chain-8w10": {"pipeline": {**_fixed(8), "chain_validation_width": 10}},
-    "chain-8w5": {"pipeline": {**_fixed(8), "chain_validation_width": 5}},
+    "chain-8w10": {"pipeline": {"mode": "chain", "chains": 8, "chain_validation_width": 10}},
+    "chain-8w5": {"pipeline": {"mode": "chain", "chains": 8, "chain_validation_width": 5}},
     # The default's two gate options off one at a time, and both (the earlier default): a gate
     # that waits for all nine answers, and one that runs the step's own head, not the current one.
-    "chain-8-wait": {"pipeline": {**_fixed(8), "chain_early_gate": False}},
-    "chain-8-own": {"pipeline": {**_fixed(8), "chain_gate_current_head": False}},
-    "chain-8-wait-own": {"pipeline": {**_fixed(8), "chain_early_gate": False,
+    "chain-8-wait": {"pipeline": {"mode": "chain", "chains": 8, "chain_early_gate": False}},
+    "chain-8-own": {"pipeline": {"mode": "chain", "chains": 8, "chain_gate_current_head": False}},
+    "chain-8-wait-own": {"pipeline": {"mode": "chain", "chains": 8, "chain_early_gate": False,
                                       "chain_gate_current_head": False}},
     # A third background validation, so the validations keep up with the faster steps.
-    "chain-8v3": {"pipeline": {**_fixed(8), "chain_validators": 3}},
+    "chain-8v3": {"pipeline": {"mode": "chain", "chains": 8, "chain_validators": 3}},
     # Saturation, not quality: enough items in flight, and client requests up to the backend's
     # capacity, to keep the backend full (use with a larger --proposals).
     "async-max": {"pipeline": {"mode": "async", "max_in_flight": 192, "queue_capacity": 384, "merge": False,

@@ -11,7 +11,7 @@ If another chain moved the shared head since the step began, the gate runs that 
 a stale one. The gate is decided as soon as the answers still out could not change it (chain_gate.py).
 The candidate's full validation runs in the background, off the chain's critical path.
 
-How many chains run adapts between chains_min and chains: a candidate that collides with
+With chains_min below chains, how many chains run adapts: a candidate that collides with
 another chain's head takes a chain away, a run of steps without one adds a chain back
 (ChainState.after_step); a chain over the count ends at its next hand-on.
 

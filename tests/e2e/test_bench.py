@@ -91,3 +91,15 @@ def test_held_out_scores_are_compared_seed_by_seed_with_the_sequential_reference
     assert report.paired_lines(rows) == [
         "held-out vs gepa, paired by seed: mean difference +- standard error (seeds better/worse/tied)",
         "  chain-8           +0.000  +- 0.029  (1/1/1)"]
+
+
+def test_the_bench_states_a_fixed_or_an_adapting_chain_count():
+    from engine.config import build_config
+    from evotui.bench import settings
+    from evotui.bench_modes import MODES
+
+    def stated(mode: str) -> str:
+        return settings(build_config([("bench", MODES[mode])]).pipeline)
+
+    assert "chains=8 " in stated("chain-8") and ".." not in stated("chain-8")
+    assert "chains=6..10 (grow after 3 clean steps)" in stated("chain-6to10")
