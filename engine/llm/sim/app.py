@@ -54,8 +54,7 @@ class SimBackendState:
         self.disconnects = 0
         self.prompt_tokens = 0
         self.completion_tokens = 0
-        self._asked: dict[bytes, int] = {}
-        """Request digest -> how many times that same request came before (answers' randomness)."""
+        self._counter = 0
 
     @property
     def capacity(self) -> int:
@@ -103,21 +102,17 @@ class SimBackendState:
         peak = self.cfg.vllm_peak_tok_s if self.cfg.profile == "vllm" else self.cfg.api_tok_s * self.capacity
         return self.tokens_generated / (el * peak) if el > 0 else 0.0
 
-    def next_rng(self, request_seed: object, stage: str, messages: list[dict] | None) -> random.Random:
-        """Per-request answer randomness keyed by what was asked, not by when it arrived: from
-        (cfg.seed, the request's seed field, its stage, its messages, how many times the same
-        request came before). Concurrent requests (a peer's evaluation threads, an asynchronous
-        engine's stages) then get the same answers in whatever order they arrive, so a
-        sequential run reproduces per seed; the same request asked again gets a fresh draw.
-        messages None (stage `heldout`): from (cfg.seed, the seed field) alone, the same draws
-        for every prompt (common random numbers for a measuring client)."""
-        req = request_seed if isinstance(request_seed, int) and not isinstance(request_seed, bool) else None
-        asked = hashlib.blake2b(json.dumps([req, stage, messages], sort_keys=True).encode(), digest_size=16).digest()
-        nth = 0
-        if messages is not None:
-            nth = self._asked[asked] = self._asked.get(asked, -1) + 1
-        key = hashlib.blake2b(asked + f"{self.cfg.seed}/{nth}".encode(), digest_size=16).digest()
-        return random.Random(int.from_bytes(key, "big"))
+    def next_rng(self, request_seed: object, common: bool = False) -> random.Random:
+        """Per-request answer randomness from (cfg.seed, the request's seed field if any, a
+        counter in arrival order). common (stage `heldout`): from (cfg.seed, the seed field)
+        alone, so every prompt gets the same draws (common random numbers for a measuring
+        client), whatever the order its requests arrive in."""
+        req = request_seed + 1 if isinstance(request_seed, int) and not isinstance(request_seed, bool) else 0
+        if common:
+            key = hashlib.blake2b(f"{self.cfg.seed}/{req}".encode(), digest_size=16).digest()
+            return random.Random(int.from_bytes(key, "big"))
+        self._counter += 1
+        return random.Random(((self.cfg.seed % 2**32) << 96) | ((req % 2**64) << 32) | (self._counter % 2**32))
 
     def snapshot(self) -> dict[str, Any]:
         return {
@@ -254,7 +249,7 @@ class SimApp:
         limit = req.get("max_completion_tokens", req.get("max_tokens"))
         if limit is not None and tokens > limit:
             tokens, finish_reason = limit, "length"
-        text = answer(messages, stage, st.next_rng(req.get("seed"), stage, None if common else messages), self.behaviours)
+        text = answer(messages, stage, st.next_rng(req.get("seed"), common), self.behaviours)
         if finish_reason == "length":
             text = truncate(text)
         job = Job(prompt_tokens=prompt_tokens, tokens=tokens)
