@@ -111,13 +111,17 @@ class ChainState:
 
     MAX_CHAIN = 50
 
+    def bounded(self, floor: int, top: int) -> int:
+        """The count within [floor, top]; an unset count (0) is the floor."""
+        return min(max(self.count or floor, floor), top)
+
     def after_step(self, collided: bool, floor: int, top: int, grow_after: int) -> None:
         """Adapt the chain count to how often chains collide (a candidate that cannot join the
         newer head: another chain made its edit, or a conflicting one). A collision takes one
         chain away, down to `floor`; `grow_after` steps in a row without one add a chain, up to
         `top`. Early in a run, when every chain sees the same few failures, chains collide often
         and fewer run; once the obvious edits are in, more run (engine/config.py, chains_min)."""
-        count = min(max(self.count or floor, floor), top)
+        count = self.bounded(floor, top)
         if collided:
             self.count, self.clean_steps = max(floor, count - 1), 0
             return

@@ -3,7 +3,6 @@ from evotui/bench.py so the CLI can list them in its help without importing the 
 
 # Reflective and guarded share the threshold, so their wasted tokens compare like for like.
 _REFLECTIVE = {"mode": "async", "policy": "reflective", "max_gap": 2}
-
 MODES = {
     "sync": {"pipeline": {"mode": "sync"}},
     "pxn": {"pipeline": {"mode": "pxn"}},

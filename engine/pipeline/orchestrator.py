@@ -247,7 +247,7 @@ class Orchestrator(LockstepAdmission):
             return (self.in_flight == 0 if sync else self.merges.running < cfg.merge_slots) and self.merges.owed()
 
         if mode.chains:  # a resumed run keeps its count, within the bounds configured now
-            self.ctx.chain.count = min(max(self.ctx.chain.count or cfg.chain_floor, cfg.chain_floor), cfg.chains)
+            self.ctx.chain.count = self.ctx.chain.bounded(cfg.chain_floor, cfg.chains)
 
         def proposal_room() -> bool:
             return (self.in_flight if sync else self.proposing) < (self.ctx.chain.count if mode.chains else limit)

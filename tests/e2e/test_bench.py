@@ -2,6 +2,9 @@
 
 import json
 
+from engine.config import build_config
+from evotui.bench import settings
+from evotui.bench_modes import MODES
 from tests.e2e.conftest import evotui
 
 
@@ -94,10 +97,6 @@ def test_held_out_scores_are_compared_seed_by_seed_with_the_sequential_reference
 
 
 def test_the_bench_states_a_fixed_or_an_adapting_chain_count():
-    from engine.config import build_config
-    from evotui.bench import settings
-    from evotui.bench_modes import MODES
-
     def stated(mode: str) -> str:
         return settings(build_config([("bench", MODES[mode])]).pipeline)
 
