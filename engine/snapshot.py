@@ -13,8 +13,10 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
+from pydantic import ValidationError
+
 from engine.budget import KEYS as BUDGET_KEYS
-from engine.config import DEFAULT_MAX_GAP
+from engine.config import DEFAULT_MAX_GAP, PipelineConfig
 from engine.pool import Artifact, Pool
 from engine.run_state import RunState, artifact_from_row, change_from_row
 
@@ -97,6 +99,13 @@ class EngineSnapshot:
     """LLM calls per stage, a strategy's agents (summarize, navigate, sample, plan...) included."""
     tokens_by_stage: Mapping[str, int] = field(default_factory=lambda: _EMPTY)
     """Prompt + completion tokens per stage: what each agent costs, per proposal in the LLM panel."""
+    chain_count: int = 0
+    """mode chain: chains allowed at once now (fixed at `chains`, or adapting, see chains_min)."""
+    chains_min: int = 0
+    chains_max: int = 0
+    """mode chain: the bounds the count moves within (equal when the count is fixed); 0 otherwise."""
+    chains_running: int = 0
+    """mode chain: chains taking a step now (live runs; 0 from a stored run)."""
 
 
 @dataclass(frozen=True)
@@ -146,6 +155,7 @@ def _state_fields(state: RunState) -> dict[str, Any]:
         filters=MappingProxyType(dict(program.filter_counts)),
         calls_by_stage=MappingProxyType(dict(sorted(t.calls_by_stage.items()))),
         tokens_by_stage=MappingProxyType(dict(sorted(t.tokens_by_stage.items()))),
+        chain_count=state.chain.count,
     )
 
 
@@ -193,6 +203,8 @@ def _live_fields(orch: "Orchestrator") -> tuple[dict[str, Any], RunState]:
         review_pending=orch.review.pending_count,
         speculation=ctx.config.pipeline.speculation,
         review_gates=MappingProxyType(dict(orch.review.enabled)),
+        **_chain_bounds(ctx.config.pipeline),
+        chains_running=orch.proposing if orch.mode.chains else 0,
     )
     return where, ctx.state
 
@@ -234,8 +246,24 @@ def _stored_fields(run: StoredRun) -> tuple[dict[str, Any], RunState]:
         review_pending=0,
         speculation=bool(pipeline.get("speculation", False)),
         review_gates=MappingProxyType({}),
+        **_chain_bounds(_stored_pipeline(pipeline)),
     )
     return where, state
+
+
+def _stored_pipeline(pipeline: Mapping[str, Any]) -> PipelineConfig | None:
+    """The stored run's pipeline settings as this release reads them; None if it cannot (a
+    config from a release with other fields: the snapshot then shows no chain bounds)."""
+    try:
+        return PipelineConfig.model_validate(pipeline)
+    except ValidationError:
+        return None
+
+
+def _chain_bounds(pipeline: PipelineConfig | None) -> dict[str, int]:
+    if pipeline is None or pipeline.mode != "chain":
+        return dict(chains_min=0, chains_max=0)
+    return dict(chains_min=pipeline.chain_floor, chains_max=pipeline.chains)
 
 
 def _limit(value: Any) -> float | None:

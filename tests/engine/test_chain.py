@@ -11,6 +11,7 @@ import pytest
 from engine.config import ConfigError, build_config
 from engine.runner import EngineRun, SetupError
 from tests.engine.fakes import SEED_PROMPT, TRAIN_KEYWORDS, VAL_KEYWORDS, completion, harness, until  # noqa: F401
+from tests.engine.test_run_state import attached_snapshot
 
 # Minibatches hold every training example, so a candidate that adds a keyword always passes.
 CHAIN = {"mode": "chain", "minibatch_size": len(TRAIN_KEYWORDS)}
@@ -448,6 +449,9 @@ async def test_the_chain_count_starts_at_its_floor_grows_and_a_collision_retires
     hold3.release()
     await until(lambda: run.ctx.staleness_counts["chain_unjoinable"] >= 1, what="item 3 collided")
     assert run.ctx.chain.count == 1 and run.ctx.staleness_counts["chain_retired"] == 1
+    snap = run.snapshot()  # what the TUI's gaps panel shows (evotui/tui/widgets/panels.py)
+    assert (snap.chain_count, snap.chains_min, snap.chains_max) == (1, 1, 2)
+    assert snap.chains_running == run.orchestrator.proposing >= 1
     hold4.release()
     assert (await harness.finish(task)).status == "completed"
     items = {i["item_id"]: i for i in await harness.rows("items", run.ctx.run_id)}
@@ -457,3 +461,6 @@ async def test_the_chain_count_starts_at_its_floor_grows_and_a_collision_retires
     assert items["i000004"]["payload"]["chain_of"] == "i000002"
     assert not any(i["payload"].get("chain_of") == "i000003" for i in items.values())  # its chain ended
     assert len(items) == 5 and run.ctx.chain.to_dict()["count"] == 2  # item 4's clean step added one back
+    # Attached to the database (no control socket), the count and its bounds read the same.
+    stored = await attached_snapshot(harness.db, run.ctx.run_id)
+    assert (stored.chain_count, stored.chains_min, stored.chains_max, stored.chains_running) == (2, 1, 2, 0)

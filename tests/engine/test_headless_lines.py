@@ -20,6 +20,9 @@ def test_the_wide_line_adds_queues_llm_use_and_the_simulated_label() -> None:
     line = progress_line(frozen_snapshot(), width=200)
     assert line.startswith(progress_line(frozen_snapshot(), width=80))
     assert "q depth/busy/workers rollout:3/8/8" in line and "llm 633 calls" in line and "[SIMULATED]" in line
+    assert "chains" not in line
+    chain = replace(frozen_snapshot(), mode="chain", chain_count=8, chains_min=8, chains_max=8, chains_running=7)
+    assert progress_line(chain, width=200).endswith("tok | chains running/count 7/8")
 
 
 def test_the_closing_line_names_the_outcome_and_counts_merges_apart() -> None:

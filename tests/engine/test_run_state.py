@@ -238,7 +238,7 @@ PERSISTED = ("run_id", "mode", "policy", "backend", "simulated", "pool_version",
              "patch_retries", "tolerant_blocks", "filters", "budget_limits", "max_gap")
 
 
-async def _attached_snapshot(db: Path, run_id: str) -> EngineSnapshot:
+async def attached_snapshot(db: Path, run_id: str) -> EngineSnapshot:
     attach = AttachBackend(db, run_id)
     await attach.start()
     try:
@@ -262,14 +262,14 @@ async def test_attachs_snapshot_of_the_database_equals_the_live_one(harness) -> 
                                budget={"max_proposals": 6})
     await _run_with_stale_items(harness, run)
     live = run.snapshot()
-    stored = await _attached_snapshot(harness.db, run.ctx.run_id)
+    stored = await attached_snapshot(harness.db, run.ctx.run_id)
     assert _persisted(stored) == _persisted(live)
     assert live.gap_histogram and live.staleness["reflect"] > 0
     assert stored.elapsed_s > 0 and stored.stages == () and stored.llm[0].calls == live.llm_calls
 
     again = await harness.resume(run.ctx.run_id, {"max_proposals": 9})
     await harness.run_to_end(again)
-    assert _persisted(await _attached_snapshot(harness.db, run.ctx.run_id)) == _persisted(again.snapshot())
+    assert _persisted(await attached_snapshot(harness.db, run.ctx.run_id)) == _persisted(again.snapshot())
 
 
 def test_the_control_socket_carries_every_snapshot_field_and_tolerates_version_skew() -> None:

@@ -3,6 +3,7 @@ line and keymap clashes (issue 18 items 1, 2, 5, 6)."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from dataclasses import replace
@@ -15,8 +16,9 @@ from engine import events as ev
 from evotui.tui.log_lines import event_line
 from evotui.tui.keymap import binding_ids
 from evotui.tui.settings import UISettingsError, check_keymap
+from evotui.tui.widgets.panels import GapsPanel
 from evotui.tui.widgets.plots import HistoryPlot
-from tests.tui.fakes import FrozenBackend, frozen_app
+from tests.tui.fakes import FrozenBackend, frozen_app, themed_app
 from tests.tui.fakes_evidence import DecidingBackend, app_with
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -327,3 +329,26 @@ async def test_the_llm_tab_shows_what_a_proposal_costs_per_stage() -> None:
     from evotui.tui.widgets.panels import per_proposal_lines
     older = replace(FrozenBackend().snap, calls_by_stage={}, tokens_by_stage={})
     assert per_proposal_lines(older, by_stage=True) == []
+
+
+async def test_a_chain_run_shows_its_chain_count_and_chain_events_apart_from_decisions() -> None:
+    """Mode chain: the gaps panel says how many chains run against the count and its bounds, and
+    lists the chains' own events (collisions, retirements) on their own line, not as decisions."""
+    backend = FrozenBackend()
+    backend.snap = replace(backend.snap, mode="chain", chain_count=7, chains_min=6, chains_max=10, chains_running=6,
+                           staleness={"pass": 12, "chain_unjoinable": 3, "chain_retired": 1})
+    app = themed_app(backend)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await settle(pilot)
+        text = str(app.screen.query_one("#gaps").render())
+        assert "chains 6 running · count 7 (adapts 6-10)" in text
+        assert "chain events: retired 1 unjoinable 3" in text
+        assert "decisions: pass 12 · discarded 1" in text
+    fixed = replace(backend.snap, chain_count=8, chains_min=8, chains_max=8, staleness={"pass": 2})
+    frame = replace(backend.frame(), snap=fixed)
+
+    def gaps(snap) -> str:  # the panel's text without its markup
+        return re.sub(r"\[[^\]]*\]", "", GapsPanel().text(replace(frame, snap=snap)))
+    assert "chains 6 running · count 8 (fixed)" in gaps(fixed)
+    assert "chains" not in gaps(replace(fixed, mode="async"))
+    assert "chains count 8 (fixed)" in gaps(replace(fixed, stages=()))  # attached: nothing known to run

@@ -105,10 +105,27 @@ class GapsPanel(Panel):
         hist = dict(snap.gap_histogram)
         if hist:  # the histogram's plot is on the Queues & gaps tab
             lines.append("items by gap  " + "  ".join(f"{gap}: {n}" for gap, n in sorted(hist.items())))
-        counts = " ".join(f"{k} {v}" for k, v in sorted(snap.staleness.items())) or "no checks yet"
+        # mode chain counts its events beside the staleness decisions; they get their own line.
+        chain_events = {k: v for k, v in snap.staleness.items() if k.startswith("chain_")}
+        decisions = {k: v for k, v in snap.staleness.items() if k not in chain_events}
+        counts = " ".join(f"{k} {v}" for k, v in sorted(decisions.items())) or "no checks yet"
         lines.append(f"decisions: {escape(counts)} · discarded {snap.discarded_stale}")
+        if snap.mode == "chain":
+            lines.extend(chain_lines(snap, chain_events))
         lines.extend(f"[$text-muted]{escape(d)}[/]" for d in frame.decisions[-3:])
         return "\n".join(lines)
+
+
+def chain_lines(snap, events: dict[str, int]) -> list[str]:
+    """mode chain: how many chains run against the count now, and what their steps met."""
+    lo, hi = snap.chains_min, snap.chains_max
+    dial = f"adapts {lo}-{hi}" if lo < hi else "fixed"
+    running = f"[b]{snap.chains_running}[/] running · " if snap.stages else ""  # live runs only
+    lines = [f"chains {running}count [b]{snap.chain_count or hi or '-'}[/] ({dial})"]
+    if events:
+        steps = " ".join(f"{k.removeprefix('chain_').replace('_', '-')} {v}" for k, v in sorted(events.items()))
+        lines.append(f"[$text-muted]chain events: {escape(steps)}[/]")
+    return lines
 
 
 class LLMPanel(Panel):
