@@ -123,8 +123,8 @@ def chain_lines(snap, events: dict[str, int]) -> list[str]:
     running = f"[b]{snap.chains_running}[/] running · " if snap.stages else ""  # live runs only
     lines = [f"chains {running}count [b]{snap.chain_count or hi or '-'}[/] ({dial})"]
     if events:
-        steps = " ".join(f"{k.removeprefix('chain_').replace('_', '-')} {v}" for k, v in sorted(events.items()))
-        lines.append(f"[$text-muted]chain events: {escape(steps)}[/]")
+        listed = " ".join(f"{k.removeprefix('chain_').replace('_', '-')} {v}" for k, v in sorted(events.items()))
+        lines.append(f"[$text-muted]chain events: {escape(listed)}[/]")
     return lines
 
 
