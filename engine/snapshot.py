@@ -17,6 +17,7 @@ from pydantic import ValidationError
 
 from engine.budget import KEYS as BUDGET_KEYS
 from engine.config import DEFAULT_MAX_GAP, PipelineConfig
+from engine.pipeline.modes import mode_named
 from engine.pool import Artifact, Pool
 from engine.run_state import RunState, artifact_from_row, change_from_row
 
@@ -103,7 +104,8 @@ class EngineSnapshot:
     """mode chain: chains allowed at once now (fixed at `chains`, or adapting, see chains_min)."""
     chains_min: int = 0
     chains_max: int = 0
-    """mode chain: the bounds the count moves within (equal when the count is fixed); 0 otherwise."""
+    """mode chain: the bounds the count moves within (equal when the count is fixed); 0 in other
+    modes (and from a stored config this release cannot read), which is how observers tell."""
     chains_running: int = 0
     """mode chain: chains taking a step now (live runs; 0 from a stored run)."""
 
@@ -261,7 +263,7 @@ def _stored_pipeline(pipeline: Mapping[str, Any]) -> PipelineConfig | None:
 
 
 def _chain_bounds(pipeline: PipelineConfig | None) -> dict[str, int]:
-    if pipeline is None or pipeline.mode != "chain":
+    if pipeline is None or not mode_named(pipeline.mode).chains:
         return dict(chains_min=0, chains_max=0)
     return dict(chains_min=pipeline.chain_floor, chains_max=pipeline.chains)
 

@@ -110,7 +110,7 @@ class GapsPanel(Panel):
         decisions = {k: v for k, v in snap.staleness.items() if k not in chain_events}
         counts = " ".join(f"{k} {v}" for k, v in sorted(decisions.items())) or "no checks yet"
         lines.append(f"decisions: {escape(counts)} · discarded {snap.discarded_stale}")
-        if snap.mode == "chain":
+        if snap.chains_max:  # set in mode chain only (engine/snapshot.py reads the mode table)
             lines.extend(chain_lines(snap, chain_events))
         lines.extend(f"[$text-muted]{escape(d)}[/]" for d in frame.decisions[-3:])
         return "\n".join(lines)
@@ -121,7 +121,7 @@ def chain_lines(snap, events: dict[str, int]) -> list[str]:
     lo, hi = snap.chains_min, snap.chains_max
     dial = f"adapts {lo}-{hi}" if lo < hi else "fixed"
     running = f"[b]{snap.chains_running}[/] running · " if snap.stages else ""  # live runs only
-    lines = [f"chains {running}count [b]{snap.chain_count or hi or '-'}[/] ({dial})"]
+    lines = [f"chains {running}count [b]{snap.chain_count or hi}[/] ({dial})"]
     if events:
         listed = " ".join(f"{k.removeprefix('chain_').replace('_', '-')} {v}" for k, v in sorted(events.items()))
         lines.append(f"[$text-muted]chain events: {escape(listed)}[/]")
