@@ -11,6 +11,7 @@ from engine.snapshot import EngineSnapshot, LLMSnapshot, StageSnapshot
 from evotui.tui.app import EvoApp
 from evotui.tui.backend import ArtifactView, Backend, Frame, LLMStat
 from evotui.tui.launch import prepare
+from evotui.tui.screens.lineage import LineageTree
 
 SEED = "You are a helpful assistant. Format the given items as a list on a single line."
 CHILD = SEED + "\nJoin the items with ' ; ' (a semicolon with a space on each side)."
@@ -105,13 +106,20 @@ def frozen_app() -> EvoApp:
 
 async def lineage_settled(pilot) -> None:
     """Wait until the lineage screen's first placement landed: the cursor on the best and the tree
-    scrolled to it. Under load that can take a few frames more than one pause."""
+    scrolled to it (a frame after the cursor moved), its scroll offset still between two frames.
+    Under load that can take several frames more than one pause."""
     screen = pilot.app.screen
-    for _ in range(50):
+    tree = screen.query_one(LineageTree)
+    last = None
+    for _ in range(100):
         pilot.app.sampler.tick()
+        await pilot.wait_for_scheduled_animations()
         await pilot.pause()
         chosen = screen.selected()
-        if chosen is not None and chosen.artifact_id == screen._best_id:
+        node = screen._tree_nodes.get(screen._best_id or "")
+        offset = tree.scroll_offset
+        shown = node is not None and offset.y <= node.line < offset.y + tree.size.height
+        if chosen is not None and chosen.artifact_id == screen._best_id and shown and offset == last:
             break
-    await pilot.wait_for_scheduled_animations()
+        last = offset
     await pilot.pause()
