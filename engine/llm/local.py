@@ -110,6 +110,7 @@ class LocalServer:
         self._log = None
         self._stopping = False
         self._watch: asyncio.Task | None = None
+        self._log_named = False
 
     @classmethod
     def from_config(cls, cfg: LocalConfig, aliases: set[str] | None = None) -> LocalServer:
@@ -147,6 +148,7 @@ class LocalServer:
                 self.stop(keep_log=True)
                 # A free port picked by us can be taken before the child binds it: pick again once.
                 if not ("already in use" in problem and not self.requested_port and attempt == 0):
+                    self._log_named = True  # the error may name this log: a caller's later stop() keeps it
                     raise LocalServerError(problem, exit_code=2 if "already in use" in problem else 3)
         except BaseException:
             self.stop(keep_log=True)  # cancelled (Ctrl-C during start-up) or failed: no orphan
@@ -254,7 +256,7 @@ class LocalServer:
         if self._log is not None:
             self._log.close()
             self._log = None
-        if not keep_log and self.log_path is not None:
+        if not keep_log and not self._log_named and self.log_path is not None:
             self.log_path.unlink(missing_ok=True)
         return code
 

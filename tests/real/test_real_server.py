@@ -107,3 +107,8 @@ async def test_bad_inputs_give_one_line_errors(tmp_path, served):
     with pytest.raises(LocalServerError, match="did not become healthy within 0.05s"):
         await never.start()
     assert never.pid is None  # stopped by its PID, not left loading
+    # The error names the server's log; the caller's cleanup (`evotui local serve` stops the server
+    # in a finally) must not delete what the user was just told to read.
+    never.stop()
+    assert never.log_path is not None and never.log_path.exists()
+    never.log_path.unlink()
