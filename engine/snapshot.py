@@ -19,7 +19,7 @@ from engine.budget import KEYS as BUDGET_KEYS
 from engine.config import DEFAULT_MAX_GAP, PipelineConfig
 from engine.pipeline.modes import mode_named
 from engine.pool import Artifact, Pool
-from engine.run_state import RunState, artifact_from_row, change_from_row
+from engine.run_state import ChainState, RunState, artifact_from_row, change_from_row
 
 if TYPE_CHECKING:
     from engine.pipeline.orchestrator import Orchestrator
@@ -101,7 +101,8 @@ class EngineSnapshot:
     tokens_by_stage: Mapping[str, int] = field(default_factory=lambda: _EMPTY)
     """Prompt + completion tokens per stage: what each agent costs, per proposal in the LLM panel."""
     chain_count: int = 0
-    """mode chain: chains allowed at once now (fixed at `chains`, or adapting, see chains_min)."""
+    """mode chain: chains allowed at once now (fixed at `chains`, or adapting, see chains_min;
+    before the first admission sets it, its floor, as admission will)."""
     chains_min: int = 0
     chains_max: int = 0
     """mode chain: the bounds the count moves within (equal when the count is fixed); 0 in other
@@ -157,7 +158,6 @@ def _state_fields(state: RunState) -> dict[str, Any]:
         filters=MappingProxyType(dict(program.filter_counts)),
         calls_by_stage=MappingProxyType(dict(sorted(t.calls_by_stage.items()))),
         tokens_by_stage=MappingProxyType(dict(sorted(t.tokens_by_stage.items()))),
-        chain_count=state.chain.count,
     )
 
 
@@ -205,7 +205,7 @@ def _live_fields(orch: "Orchestrator") -> tuple[dict[str, Any], RunState]:
         review_pending=orch.review.pending_count,
         speculation=ctx.config.pipeline.speculation,
         review_gates=MappingProxyType(dict(orch.review.enabled)),
-        **_chain_bounds(ctx.config.pipeline),
+        **_chain_fields(ctx.config.pipeline, ctx.state.chain),
         chains_running=orch.proposing if orch.mode.chains else 0,
     )
     return where, ctx.state
@@ -248,7 +248,7 @@ def _stored_fields(run: StoredRun) -> tuple[dict[str, Any], RunState]:
         review_pending=0,
         speculation=bool(pipeline.get("speculation", False)),
         review_gates=MappingProxyType({}),
-        **_chain_bounds(_stored_pipeline(pipeline)),
+        **_chain_fields(_stored_pipeline(pipeline), state.chain),
     )
     return where, state
 
@@ -262,10 +262,13 @@ def _stored_pipeline(pipeline: Mapping[str, Any]) -> PipelineConfig | None:
         return None
 
 
-def _chain_bounds(pipeline: PipelineConfig | None) -> dict[str, int]:
+def _chain_fields(pipeline: PipelineConfig | None, chain: ChainState) -> dict[str, int]:
+    """The chain count as admission reads it (ChainState.bounded) and its bounds; zeros outside
+    mode chain."""
     if pipeline is None or not mode_named(pipeline.mode).chains:
-        return dict(chains_min=0, chains_max=0)
-    return dict(chains_min=pipeline.chain_floor, chains_max=pipeline.chains)
+        return dict(chain_count=0, chains_min=0, chains_max=0)
+    floor, top = pipeline.chain_floor, pipeline.chains
+    return dict(chain_count=chain.bounded(floor, top), chains_min=floor, chains_max=top)
 
 
 def _limit(value: Any) -> float | None:

@@ -95,8 +95,7 @@ def progress_line(s: EngineSnapshot, width: int = 200) -> str:
         return compact
     queues = " ".join(f"{st.name}:{st.depth}/{st.busy}/{st.workers}" for st in s.stages)
     sim = " [SIMULATED]" if s.simulated else ""
-    # The chain count is 0 until the first admission sets it to its floor, chains_min.
-    chains = f" | chains running/count {s.chains_running}/{s.chain_count or s.chains_min}" if s.chains_max else ""
+    chains = f" | chains running/count {s.chains_running}/{s.chain_count}" if s.chains_max else ""
     return (f"{compact} stale {s.discarded_stale} (seed {_score(s.seed_score)}){sim} | q depth/busy/workers "
             f"{queues} | llm {s.llm_calls} calls {s.prompt_tokens + s.completion_tokens} tok{chains}")
 

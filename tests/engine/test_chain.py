@@ -441,6 +441,7 @@ async def test_the_chain_count_starts_at_its_floor_grows_and_a_collision_retires
                                  if req.stage == "propose" else None)
     run = await harness.create(pipeline={**CHAIN, "chains": 2, "chains_min": 1, "chain_grow_after": 1},
                                budget={"max_proposals": 5})
+    assert run.snapshot().chain_count == 1  # before the first admission: the floor, as admission reads it
     hold3 = fake.hold(lambda r: (r.stage, r.item_id) == ("propose", "i000003"))
     hold4 = fake.hold(lambda r: (r.stage, r.item_id) == ("propose", "i000004"))
     task = harness.start(run)

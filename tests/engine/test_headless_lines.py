@@ -23,7 +23,7 @@ def test_the_wide_line_adds_queues_llm_use_and_the_simulated_label() -> None:
     assert "chains" not in line
     chain = replace(frozen_snapshot(), mode="chain", chain_count=8, chains_min=8, chains_max=8, chains_running=7)
     assert progress_line(chain, width=200).endswith("tok | chains running/count 7/8")
-    before = replace(chain, chain_count=0, chains_min=6, chains_running=0)  # before the first admission
+    before = replace(chain, chain_count=6, chains_min=6, chains_running=0)  # the snapshot's floor before admission
     assert progress_line(before, width=200).endswith("tok | chains running/count 0/6")
 
 

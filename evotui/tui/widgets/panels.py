@@ -121,8 +121,7 @@ def chain_lines(snap, events: dict[str, int]) -> list[str]:
     lo, hi = snap.chains_min, snap.chains_max
     dial = f"adapts {lo}-{hi}" if lo < hi else "fixed"
     running = f"[b]{snap.chains_running}[/] running · " if snap.stages else ""  # live runs only
-    # The count is 0 until the first admission sets it to its floor.
-    lines = [f"chains {running}count [b]{snap.chain_count or lo}[/] ({dial})"]
+    lines = [f"chains {running}count [b]{snap.chain_count}[/] ({dial})"]
     if events:
         listed = " ".join(f"{k.removeprefix('chain_').replace('_', '-')} {v}" for k, v in sorted(events.items()))
         lines.append(f"[$text-muted]chain events: {escape(listed)}[/]")
