@@ -101,6 +101,7 @@ async def read_sse(resp: httpx.Response, t0: float, first: asyncio.Timeout | Non
     usage: dict | None = None
     ttft: float | None = None
     chunks, done = 0, False
+    choices = 0  # chunks that carried the first choice: a stream without one has no answer at all
     unreadable: str | None = None  # a chunk that is not JSON: cut short if nothing follows it
     async for line in resp.aiter_lines():
         if not line.startswith("data:"):
@@ -128,6 +129,7 @@ async def read_sse(resp: httpx.Response, t0: float, first: asyncio.Timeout | Non
         for choice in chunk.get("choices") or []:
             if not isinstance(choice, dict) or choice.get("index", 0) != 0:
                 continue
+            choices += 1
             delta = choice.get("delta") or {}
             content = delta.get("content")
             if (content or delta.get("reasoning_content") or delta.get("reasoning")) and ttft is None:
@@ -143,6 +145,9 @@ async def read_sse(resp: httpx.Response, t0: float, first: asyncio.Timeout | Non
         raise truncated_stream(base_url, "no chunks, no [DONE]")
     if chunks == 0:
         raise bad_response(base_url, "empty stream", retryable=True)
+    if choices == 0:
+        # Like a non-streamed reply without choices: garbage a retry may not get again, never an empty answer.
+        raise bad_response(base_url, f"no choices in the stream ({chunks} chunks)", retryable=True)
     if not done and finish is None:
         raise truncated_stream(base_url, f"ended before [DONE] and any finish_reason, after {chunks} chunks")
     return Reply("".join(parts), finish, usage, ttft)
