@@ -6,9 +6,9 @@ from dataclasses import replace
 
 from pydantic import ValidationError
 
-from engine.config import ConfigError, format_validation_error, read_toml
+from engine.config import format_validation_error
 from engine.tasks.program_task import EXPECTED, ProgramSettings, ProgramTask, detect_format, load_program_task
-from engine.tasks.prompt_task import PromptTask, TaskError, load_task, resolve_task_path
+from engine.tasks.prompt_task import PromptTask, TaskError, load_task, read_task_toml, resolve_task_path
 
 
 def load_any_task(name_or_path: str) -> PromptTask | ProgramTask:
@@ -19,10 +19,7 @@ def load_any_task(name_or_path: str) -> PromptTask | ProgramTask:
         present = ", ".join(sorted(p.name for p in folder.iterdir())[:8]) or "nothing"
         raise TaskError(f"{folder}: not a task folder; {EXPECTED}; found {present}")
     if fmt == "toml":
-        try:
-            kind = read_toml(folder / "task.toml").get("kind", "prompt")
-        except ConfigError as exc:
-            raise TaskError(str(exc)) from None
+        kind = read_task_toml(folder / "task.toml").get("kind", "prompt")
         if kind == "prompt":
             return load_task(str(folder))
         if kind != "program":

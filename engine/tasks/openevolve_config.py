@@ -162,6 +162,9 @@ def read_openevolve_yaml(path: Path) -> dict:
         data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
     except yaml.YAMLError as exc:
         raise ValueError(f"{path}: not valid YAML ({str(exc).splitlines()[0]})") from None
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{path}: not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start}); "
+                         "save it as UTF-8 YAML") from None
     except OSError as exc:
         raise ValueError(f"{path}: cannot read it ({exc.strerror})") from None
     if not isinstance(data, dict):

@@ -29,10 +29,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from engine.code.evolve_blocks import RegionError, check_syntax, find_regions
 from engine.code.languages import LANGUAGES, PYTHON, LanguageSpec, UnknownLanguage, by_name, by_suffix
 from engine.code.patches import FORMATS
-from engine.config import ConfigError, format_validation_error, read_toml
+from engine.config import format_validation_error
 from engine.sandbox import SandboxLimits
 from engine.tasks.openevolve_config import OPENEVOLVE_DEFAULTS, map_openevolve, read_openevolve_yaml
-from engine.tasks.prompt_task import TaskError
+from engine.tasks.prompt_task import TaskError, read_task_text, read_task_toml
 
 NATIVE_KEYS = {"name", "kind", "description", "initial_program", "evaluator", "program", "defaults", "language",
                "heldout"}
@@ -148,7 +148,7 @@ def _check_evaluator(path: Path, shinka: bool) -> None:
 def _read_program(path: Path, language: LanguageSpec, warnings: list[str]) -> str:
     if not path.is_file():
         raise TaskError(f"{path}: initial program not found")
-    text = path.read_text(encoding="utf-8")
+    text = read_task_text(path, "the initial program")
     try:
         find_regions(text, language)
     except RegionError as exc:
@@ -319,11 +319,7 @@ def load_program_task(folder: Path) -> ProgramTask:
     """A program task from a folder in any of the three formats."""
     fmt = detect_format(folder)
     if fmt == "toml":
-        try:
-            spec = read_toml(folder / "task.toml")
-        except ConfigError as exc:
-            raise TaskError(str(exc)) from None
-        return load_native(folder, spec)
+        return load_native(folder, read_task_toml(folder / "task.toml"))
     if fmt == "openevolve":
         return load_openevolve(folder)
     if fmt == "shinka":

@@ -16,6 +16,7 @@ it receives LLM output as plain data. task.toml:
 from __future__ import annotations
 
 import importlib.util
+import io
 import json
 import math
 from dataclasses import dataclass, field, replace
@@ -33,10 +34,48 @@ KNOWN_KEYS = {"name", "kind", "description", "seed_prompt", "train", "val", "met
 HELDOUT = "heldout.jsonl"
 """The held-out split a task uses when its task.toml names none (heldout = "...")."""
 COMPONENT_KEYS = {"name", "text", "file", "evolvable", "type", "frozen"}
+METRIC_KEYS = {"file", "function", "range"}
+INPUT_KEYS = {"template"}
 
 
 class TaskError(Exception):
     """A problem with a task folder; the message names the file and the fix."""
+
+
+def read_task_text(path: Path, what: str) -> str:
+    """A task file's text; a file that is not UTF-8 (a binary or another encoding) or cannot be
+    read is a TaskError naming it, not a traceback."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise TaskError(f"{path}: {what} is not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset "
+                        f"{exc.start}); save it as UTF-8 text or point task.toml at the right file") from None
+    except OSError as exc:
+        raise TaskError(f"{path}: cannot read {what} ({exc.strerror}); check the file and its permissions") from None
+
+
+def read_task_toml(path: Path) -> dict:
+    """task.toml as a dict; invalid TOML, a binary file or an unreadable one is a TaskError."""
+    try:
+        return read_toml(path)
+    except ConfigError as exc:
+        raise TaskError(str(exc)) from None
+    except UnicodeDecodeError as exc:
+        raise TaskError(f"{path}: not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start}); "
+                        "task.toml must be UTF-8 TOML") from None
+    except OSError as exc:
+        raise TaskError(f"{path}: cannot read it ({exc.strerror}); check the file and its permissions") from None
+
+
+def _check_table_keys(toml_path: Path, table: str, spec: object, allowed: set[str]) -> None:
+    """An unknown key inside [table] is refused like an unknown top-level key (a typo would
+    otherwise be ignored without a word). A value that is not a table is left to its reader."""
+    if not isinstance(spec, dict):
+        return
+    unknown = sorted(set(spec) - allowed)
+    if unknown:
+        raise TaskError(f"{toml_path}: unknown key(s) in [{table}]: {', '.join(unknown)}; allowed: "
+                        f"{', '.join(sorted(allowed))}")
 
 
 @dataclass(frozen=True)
@@ -144,23 +183,23 @@ def _read_jsonl(path: Path) -> list[dict]:
         raise TaskError(f"{path}: file not found; the task.toml names it")
     rows: list[dict] = []
     seen: set[str] = set()
-    with path.open(encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise TaskError(f"{path}:{lineno}: not valid JSON ({exc.msg}); one JSON object per line") from None
-            if not isinstance(row, dict):
-                raise TaskError(f"{path}:{lineno}: expected a JSON object, got {type(row).__name__}")
-            if "id" not in row:
-                row["id"] = f"{path.stem}-{lineno}"
-            row["id"] = str(row["id"])
-            if row["id"] in seen:
-                raise TaskError(f"{path}:{lineno}: duplicate example id {row['id']!r}; ids must be unique")
-            seen.add(row["id"])
-            rows.append(row)
+    # io.StringIO splits lines as a text file does (not at U+2028 inside a JSON string).
+    for lineno, line in enumerate(io.StringIO(read_task_text(path, "the examples file"), newline=None), start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise TaskError(f"{path}:{lineno}: not valid JSON ({exc.msg}); one JSON object per line") from None
+        if not isinstance(row, dict):
+            raise TaskError(f"{path}:{lineno}: expected a JSON object, got {type(row).__name__}")
+        if "id" not in row:
+            row["id"] = f"{path.stem}-{lineno}"
+        row["id"] = str(row["id"])
+        if row["id"] in seen:
+            raise TaskError(f"{path}:{lineno}: duplicate example id {row['id']!r}; ids must be unique")
+        seen.add(row["id"])
+        rows.append(row)
     if not rows:
         raise TaskError(f"{path}: no examples; add at least one JSON object line")
     return rows
@@ -235,7 +274,7 @@ def _components(folder: Path, toml_path: Path, spec: dict) -> Components | None:
             path = folder / str(table["file"])
             if not path.is_file():
                 raise TaskError(f"{path}: component {name!r} file not found; check its file in task.toml")
-            text = path.read_text(encoding="utf-8")
+            text = read_task_text(path, f"component {name!r}")
         else:
             text = table["text"]
             if not isinstance(text, str):
@@ -254,10 +293,7 @@ def load_task(name_or_path: str) -> PromptTask:
     toml_path = folder / "task.toml"
     if not toml_path.is_file():
         raise TaskError(f"{folder}: no task.toml; a task folder needs one (see tasks/rules for an example)")
-    try:
-        spec = read_toml(toml_path)
-    except ConfigError as exc:
-        raise TaskError(str(exc)) from None
+    spec = read_task_toml(toml_path)
     unknown = sorted(set(spec) - KNOWN_KEYS)
     if unknown:
         raise TaskError(f"{toml_path}: unknown key(s) {', '.join(unknown)}; allowed: {', '.join(sorted(KNOWN_KEYS))}")
@@ -267,12 +303,16 @@ def load_task(name_or_path: str) -> PromptTask:
     for key in ("train", "val", "metric"):
         if key not in spec:
             raise TaskError(f"{toml_path}: missing required key {key!r}")
+    _check_table_keys(toml_path, "metric", spec["metric"], METRIC_KEYS)
+    if "input" in spec and not isinstance(spec["input"], dict):
+        raise TaskError(f"{toml_path}: input must be a table: [input] template = \"...\"")
+    _check_table_keys(toml_path, "input", spec.get("input"), INPUT_KEYS)
     components = _components(folder, toml_path, spec)
     if components is None:
         seed_file = folder / str(spec["seed_prompt"])
         if not seed_file.is_file():
             raise TaskError(f"{seed_file}: seed prompt file not found; check seed_prompt in task.toml")
-        seed_prompt = seed_file.read_text(encoding="utf-8").strip()
+        seed_prompt = read_task_text(seed_file, "the seed prompt").strip()
     else:
         seed_prompt = render(components)
     template = str(spec.get("input", {}).get("template", "{input}")) if isinstance(spec.get("input"), dict) else "{input}"
