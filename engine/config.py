@@ -22,6 +22,8 @@ STAGES = ("select", "rollout", "propose", "validate", "evaluate", "update", "ref
 DEFAULT_MAX_GAP = {"guarded": 2, "reflective": 0}
 """Gap thresholds when max_gap is unset: guarded tolerates a little staleness before discarding;
 reflective repairs cheaply, so it checks every stale proposal (FlashEvolve's default)."""
+DEFAULT_MAX_WALL_GRACE_S = 60.0
+"""Ceiling of the default grace after --max-wall: long budgets should not overrun by minutes."""
 DEFAULT_WORKERS = {"select": 1, "rollout": 8, "propose": 8, "evaluate": 8, "update": 1, "reflect": 4}
 
 
@@ -162,9 +164,29 @@ class BudgetConfig(StrictModel):
     max_tokens: int | None = Field(default=None, gt=0)
     max_metric_calls: int | None = Field(default=None, gt=0)
     max_wall_s: float | None = Field(default=None, gt=0)
+    """A deadline, counted over every session of the run: at it nothing new is admitted, work in
+    flight gets the grace below to finish, and what is still running then is cancelled (left
+    open, so `evotui resume` redoes it)."""
+    max_wall_grace_s: float | None = Field(default=None, ge=0)
+    """Grace after the max_wall_s deadline; None = a tenth of max_wall_s, at most 60 s."""
     max_stalled: int | None = Field(default=30, gt=0)
     """Items in a row that end without a candidate (every rollout skipped because the parent is
     already perfect, or the proposal failed) stop the run: it is making no progress."""
+
+    @model_validator(mode="after")
+    def _grace_needs_a_deadline(self) -> "BudgetConfig":
+        if self.max_wall_grace_s is not None and self.max_wall_s is None:
+            raise ValueError("max_wall_grace_s (--max-wall-grace) is the grace after max_wall_s (--max-wall); "
+                             "set max_wall_s too, or drop the grace")
+        return self
+
+    def wall_grace_s(self) -> float:
+        """The grace in-flight work gets after the max_wall_s deadline (0 without a deadline)."""
+        if self.max_wall_s is None:
+            return 0.0
+        if self.max_wall_grace_s is not None:
+            return self.max_wall_grace_s
+        return round(min(0.1 * self.max_wall_s, DEFAULT_MAX_WALL_GRACE_S), 3)
 
 
 class StoreConfig(StrictModel):

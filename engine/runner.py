@@ -21,6 +21,7 @@ from engine.evaluator import EXIT_EVALUATOR_LOST
 from engine.events import EventBus
 from engine.items import WorkItem
 from engine.llm.redact import REDACTED, has_credentials, redact_mapping
+from engine.pipeline.deadline import DEADLINE_REASON
 from engine.pipeline.orchestrator import Orchestrator
 from engine.run_setup import (SetupError, build_context, check_combination, construct_run, open_store,
                               restore_stored_run)
@@ -247,12 +248,13 @@ class EngineRun:
         status, reason, exit_code = "completed", "", 0
         heartbeat = asyncio.create_task(keep_lease(self), name="lease-heartbeat")
         try:
-            if not ctx.seed_id:
-                await self._evaluate_seed()
-            t0 = time.monotonic()
-            status = await self.orchestrator.run(self.backlog)
-            self.pipeline_s = time.monotonic() - t0
-            reason = self.orchestrator.stop_reason
+            if not ctx.seed_id and not await self._evaluate_seed_by_deadline():
+                status, reason = "completed", DEADLINE_REASON
+            else:
+                t0 = time.monotonic()
+                status = await self.orchestrator.run(self.backlog)
+                self.pipeline_s = time.monotonic() - t0
+                reason = self.orchestrator.stop_reason
             if self.orchestrator.fatal is not None:
                 exit_code = self.orchestrator.fatal.exit_code
         except FatalRunError as exc:
@@ -266,6 +268,7 @@ class EngineRun:
             if exit_code in (EXIT_IO, EXIT_EVALUATOR_LOST):
                 status = "interrupted"
             summary = self.summary(status, reason)
+            self._tell_deadline_cancellations()
             ctx.store.update_run(ctx.run_id, status=status, summary_json=json.dumps(summary), updated_at=time.time())
             self.orchestrator.recorder.save_run_state()
             ctx.bus.publish(ev.RunFinished(run_id=ctx.run_id, status=status, reason=reason))
@@ -308,10 +311,36 @@ class EngineRun:
                 self.lease = None
             ctx.bus.close()
 
+    async def _evaluate_seed_by_deadline(self) -> bool:
+        """The seed's evaluation, cut at the end of the deadline's grace (False: cut; a resume
+        evaluates the seed again)."""
+        deadline = self.orchestrator.deadline_for()
+        if deadline is None:
+            await self._evaluate_seed()
+            return True
+        done, _ = await deadline.within(self._evaluate_seed(), {"item_id": "seed", "stage": "evaluate"})
+        return done
+
+    def _tell_deadline_cancellations(self) -> None:
+        """Work the deadline cancelled, on stderr (front ends show run.warnings) and in the event log."""
+        deadline = self.orchestrator.deadline
+        if deadline is None or not deadline.report.cancelled:
+            return
+        r = deadline.report
+        names = ", ".join(f"{c['item_id']} ({c['stage']})" for c in r.cancelled[:8])
+        more = f" and {len(r.cancelled) - 8} more" if len(r.cancelled) > 8 else ""
+        message = (f"the --max-wall deadline ({r.limit_s:g} s) cancelled {len(r.cancelled)} unfinished "
+                   f"work item(s) after its {r.grace_s:g} s grace: {names}{more}; they stay open and "
+                   f"`evotui resume {self.ctx.run_id} --max-wall SECONDS` (a larger limit) redoes them")
+        self.warnings.append(message)
+        self.ctx.bus.publish(ev.Notice(level="warning", message=message))
+
     async def _evaluate_seed(self) -> None:
         await self.orchestrator.handlers.evaluate_seed()
         self.orchestrator.recorder.save_run_state()
         await self.ctx.store.flush()
 
     def summary(self, status: str, reason: str) -> dict:
-        return run_summary(self, status, reason)
+        deadline = self.orchestrator.deadline
+        return {**run_summary(self, status, reason),
+                "deadline": deadline.report.figures() if deadline is not None else None}

@@ -14,6 +14,7 @@ BUDGET_FLAGS = {
     "max_tokens": "max_tokens",
     "max_metric_calls": "max_metric_calls",
     "max_wall": "max_wall_s",
+    "max_wall_grace": "max_wall_grace_s",
 }
 
 
@@ -23,7 +24,10 @@ def add_budget_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--max-llm-calls", type=int, metavar="N")
     g.add_argument("--max-tokens", type=int, metavar="N", help="prompt + completion tokens")
     g.add_argument("--max-metric-calls", type=int, metavar="N")
-    g.add_argument("--max-wall", type=float, metavar="SECONDS")
+    g.add_argument("--max-wall", type=float, metavar="SECONDS", help="a deadline over all sessions: at it nothing "
+                   "new starts, and work still running after the grace is cancelled (resume redoes it)")
+    g.add_argument("--max-wall-grace", type=float, metavar="SECONDS", help="how long in-flight work may finish "
+                   "after --max-wall (default: a tenth of it, at most 60 s)")
 
 
 def add_resume_flags(p: argparse.ArgumentParser) -> None:

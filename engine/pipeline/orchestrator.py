@@ -6,7 +6,8 @@ sync:  GEPA semantics: the next item is admitted only when the previous one has 
        requests. Both modes use the same Stage and handler code.
 Control: pause (no stage takes new items; running handlers finish, outputs are held), resume,
 drain (admit nothing more, finish what is in flight, then stop), stop (cancel now; interrupted
-items stay open in SQLite and are re-enqueued by a resume).
+items stay open in SQLite and are re-enqueued by a resume). A max_wall_s budget is a deadline
+(engine/pipeline/deadline.py): it drains, then stops what outlives its grace.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from engine.budget import Reservation
 from engine.context import EXIT_NO_PROGRESS, FatalRunError, RunContext
 from engine.items import ChainLink, WorkItem
 from engine.pipeline.control import AdaptiveController
+from engine.pipeline.deadline import DeadlineClock, DeadlineStops, WallDeadline
 from engine.pipeline.lockstep import LockstepAdmission
 from engine.pipeline.merge_admission import MergeAdmission
 from engine.pipeline.modes import mode_named
@@ -29,7 +31,7 @@ from engine.pipeline.stage import Stage
 from engine.staleness import make_policy
 
 
-class Orchestrator(LockstepAdmission):
+class Orchestrator(LockstepAdmission, DeadlineStops):
     def __init__(self, ctx: RunContext, handlers: SearchHandlers) -> None:
         self.ctx = ctx
         self.mode = mode_named(ctx.config.pipeline.mode)
@@ -70,6 +72,11 @@ class Orchestrator(LockstepAdmission):
         self._control_tasks: list[asyncio.Task] = []
         self.stalled = 0
         """Items in a row that ended without a candidate (see BudgetConfig.max_stalled)."""
+        self.clock = DeadlineClock(ctx.elapsed)
+        """The deadline's clock (tests replace it before run())."""
+        self.deadline: WallDeadline | None = None
+        """The max_wall_s deadline of this session, made by deadline_for() (None: no wall limit)."""
+        self._deadline_stopped = False
 
     def _workers(self, name: str, default: int) -> int:
         cfg = self.ctx.config.pipeline
@@ -340,6 +347,10 @@ class Orchestrator(LockstepAdmission):
             self._draining and self.in_flight == self.review.pending_count and admit.done())), name="drain-watch")
         ticker = asyncio.create_task(self._tick(), name="tick")
         background = [ticker]
+        deadline = self.deadline_for()
+        if deadline is not None:
+            background.append(asyncio.create_task(
+                deadline.run(self._deadline_reached, self._deadline_grace_over), name="wall-deadline"))
         cfg = ctx.config.pipeline
         if cfg.adaptive and self.mode.adaptive:
             self.controller = AdaptiveController(self.stages, cfg.control_interval_s, self.set_workers,
@@ -355,7 +366,7 @@ class Orchestrator(LockstepAdmission):
                 await stage.stop()
         if self.fatal is not None:
             return "failed"
-        if self._stopped.is_set():
+        if self._stopped.is_set() and not self._deadline_stopped:
             return "interrupted"
         return "completed" if self.stop_reason.startswith("budget") else "interrupted"
 
