@@ -4,7 +4,8 @@
 database, a run another process drives) · 3 LLM endpoint unusable (unreachable, unknown model,
 auth) · 4 no progress (every attempt skipped or failed, see budget.max_stalled) · 5 the database
 could not be written (disk full, I/O error; resumable) · 130 interrupted by a signal or stopped
-(resumable with `evotui resume`).
+(resumable with `evotui resume`) · 141 stdout closed early (`evotui runs | head -1`): the
+command ends quietly, as a command killed by SIGPIPE reports in a shell (128 + 13).
 """
 
 from __future__ import annotations
@@ -16,10 +17,12 @@ import sys
 from pathlib import Path
 
 from engine.config import ConfigError
+from engine.store.errors import StoreError
 from evotui import bench_modes, options
 from evotui.peers import lifeline
 
 DEFAULT_DB = Path(os.environ.get("EVOTUI_DB", "evotui.db"))
+EXIT_STDOUT_CLOSED = 128 + 13  # SIGPIPE's number: what `set -o pipefail` scripts see for `cat | head`
 
 
 class UsageError(Exception):
@@ -144,6 +147,23 @@ def _add_ui_flags(p: argparse.ArgumentParser) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    try:
+        return _main(argv)
+    except BrokenPipeError:
+        return _stdout_closed()
+
+
+def _stdout_closed() -> int:
+    """The reader of stdout went away (`| head -1`): nothing is left to say to it, so end without
+    a traceback. Later writes, the interpreter's final flush included, go to /dev/null instead of
+    raising again."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return EXIT_STDOUT_CLOSED
+
+
+def _main(argv: list[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command is None:
@@ -155,7 +175,9 @@ def main(argv: list[str] | None = None) -> int:
         scratch.remove_on_sigterm()
     try:
         return _dispatch(args)
-    except (UsageError, ConfigError) as exc:
+    except (UsageError, ConfigError, StoreError) as exc:
+        # StoreError: a database the user must act on (damaged, newer, unwritable) that no
+        # command caught on the way; DamagedDatabase's message names `evotui recover`.
         print(f"evotui: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import aiosqlite
 
-from .errors import StoreError
+from .errors import DamagedDatabase, StoreError
 from .schema import APPLICATION_ID, SCHEMA_VERSION, pending_migrations
 
 BUSY_TIMEOUT_MS = 5000
@@ -102,6 +102,8 @@ async def _prepare(conn: aiosqlite.Connection, path: Path, *, create: bool, read
         raise StoreError(f"cannot read {path} ({exc}); check that no other program holds it "
                          f"or {_FIX}") from exc
     except sqlite3.DatabaseError as exc:
+        if has_sqlite_header(path):  # an SQLite file whose first page is damaged, not a foreign file
+            raise DamagedDatabase(path, str(exc)) from exc
         raise StoreError(f"{path} is not an evotui database ({exc}); {_FIX}") from exc
 
     if app_id != APPLICATION_ID:
@@ -110,6 +112,7 @@ async def _prepare(conn: aiosqlite.Connection, path: Path, *, create: bool, read
                              f"{_FIX}")
         if readonly or not create:
             raise StoreError(f"{path} is not an evotui database (empty database); {_FIX}")
+    await _check_pages(conn, path)
     if version > SCHEMA_VERSION:
         raise StoreError(f"{path} was written by a newer evotui (schema v{version}, this one knows "
                          f"v{SCHEMA_VERSION}); upgrade evotui")
@@ -132,6 +135,38 @@ async def _prepare(conn: aiosqlite.Connection, path: Path, *, create: bool, read
                          f"on a local filesystem or {_FIX}")
     if version < SCHEMA_VERSION:
         await _migrate(conn, path)
+
+
+SQLITE_MAGIC = b"SQLite format 3\x00"
+
+
+def has_sqlite_header(path: Path) -> bool:
+    try:
+        with path.open("rb") as fh:
+            return fh.read(len(SQLITE_MAGIC)) == SQLITE_MAGIC
+    except OSError:
+        return False
+
+
+async def _check_pages(conn: aiosqlite.Connection, path: Path) -> None:
+    """PRAGMA quick_check before anything reads rows or writes: a damaged file is refused at the
+    door instead of failing halfway through a resume or taking a new run into broken pages. It
+    reads every page once (no index cross-checks): about 20 ms for a 200-proposal run's 6 MB."""
+    try:
+        rows = await conn.execute_fetchall("PRAGMA quick_check(1)")
+    except sqlite3.DatabaseError as exc:
+        if isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc):
+            raise StoreError(f"cannot read {path} ({exc}); check that no other program holds it or {_FIX}") from exc
+        raise DamagedDatabase(path, str(exc)) from exc
+    verdict = [str(r[0]) for r in rows]
+    if verdict != ["ok"]:
+        raise DamagedDatabase(path, first_problem(verdict))
+
+
+def first_problem(verdict: list[str]) -> str:
+    """The first line of an integrity report that says something (not the '*** in database' header)."""
+    lines = [ln.strip() for text in verdict for ln in text.splitlines()]
+    return next((ln for ln in lines if ln and not ln.startswith("***")), "quick_check failed")
 
 
 async def _migrate(conn: aiosqlite.Connection, path: Path) -> None:

@@ -9,6 +9,7 @@ are in statements.py.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import sqlite3
 from collections.abc import AsyncIterator
@@ -19,7 +20,7 @@ import aiosqlite
 
 from . import blobs, lease, queries, texts
 from .codec import dumps, params
-from .errors import StoreError
+from .errors import DamagedDatabase, StoreError, is_damage
 from .opening import BUSY_TIMEOUT_MS, connect
 from .queries import RunRecord
 from .schema import SCHEMA_VERSION
@@ -290,15 +291,27 @@ class Store:
             raise StoreError(f"{self.path}: read after the store was closed")
         return self._conn
 
+    @contextlib.asynccontextmanager
+    async def _reading(self) -> AsyncIterator[None]:
+        """Hold the lock for one read; damage met on the way (a page quick_check at open could
+        not see, a row whose JSON or text is broken) is a DamagedDatabase, not a traceback."""
+        async with self._lock:
+            try:
+                yield
+            except Exception as exc:
+                if is_damage(exc):
+                    raise DamagedDatabase(self.path, f"{type(exc).__name__}: {exc}") from exc
+                raise
+
     async def list_runs(self) -> list[dict[str, Any]]:
         """Newest first: run_id, task, status, mode, policy, backend, seed, created_at, updated_at,
         pool_version, summary (decoded)."""
-        async with self._lock:
+        async with self._reading():
             return await queries.list_runs(self._reader())
 
     async def load_run(self, run_id: str) -> RunRecord | None:
         """Also where a resumed run's [store] keep_llm_text is learnt (from its stored config)."""
-        async with self._lock:
+        async with self._reading():
             rec = await queries.load_run(self._reader(), run_id)
         if rec is not None:
             self._texts.set_keep(run_id, blobs.keeps_text(rec.config))
@@ -310,17 +323,17 @@ class Store:
         self._texts.set_keep(run_id, keep)
 
     async def latest_run_id(self) -> str | None:
-        async with self._lock:
+        async with self._reading():
             return await queries.latest_run_id(self._reader())
 
     async def fetch_rows(self, table: str, run_id: str) -> list[dict[str, Any]]:
         """All rows of one table for a run, in write order, JSON decoded, without run_id."""
-        async with self._lock:
+        async with self._reading():
             return await queries.fetch_rows(self._reader(), table, run_id)
 
     async def llm_call_texts(self, call_id: int) -> CallTexts | None:
         """The messages and response text of the llm_calls row with rowid call_id (None if none)."""
-        async with self._lock:
+        async with self._reading():
             return await texts.call_texts(self._reader(), call_id)
 
     async def iter_llm_calls(self, run_id: str, *, page: int = 256) -> AsyncIterator[dict[str, Any]]:
@@ -331,7 +344,7 @@ class Store:
             raise ValueError("page must be >= 1")
         after = 0
         while True:
-            async with self._lock:
+            async with self._reading():
                 rows = await texts.calls_page(self._reader(), run_id, after, page)
             for row in rows:
                 yield row
@@ -342,7 +355,7 @@ class Store:
     async def judge_labels(self, keys: list[str]) -> dict[str, list[str]]:
         """Cached judge answers (schema v5) for those keys that have one."""
         out: dict[str, list[str]] = {}
-        async with self._lock:
+        async with self._reading():
             conn = self._reader()
             for start in range(0, len(keys), 500):
                 chunk = keys[start:start + 500]
@@ -353,7 +366,7 @@ class Store:
 
     async def text_stats(self, run_id: str) -> dict[str, int]:
         """calls, calls_with_text, and the blobs (count, stored bytes, raw bytes) the run's calls name."""
-        async with self._lock:
+        async with self._reading():
             return await texts.text_stats(self._reader(), run_id)
 
     # -- the driver lease (direct, not batched: it must be decided before anything is written) -

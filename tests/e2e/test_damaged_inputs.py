@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import hashlib
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from engine.resources import data_dir
-from tests.e2e.conftest import FAST, ROOT, evotui
+from tests.db_damage import damage_middle_leaf
+from tests.e2e.conftest import FAST, ROOT, evotui, read_rows
 
 RULES = data_dir("tasks", "engine") / "rules"
 CIRCLES = ROOT / "tasks" / "circle_packing"
@@ -81,3 +84,56 @@ def test_an_unknown_key_inside_input_is_refused(tmp_path: Path, db: Path) -> Non
     task = copy_task(RULES, tmp_path)
     (task / "task.toml").write_text((task / "task.toml").read_text() + '\n[input]\ntemplat = "{input}"\n')
     refused(task, db, "[input]", "templat", "allowed: template")
+
+
+# -- a damaged database ---------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def run_db(tmp_path_factory) -> Path:
+    """A real run's database (the simulated backend), made once for this module's tests."""
+    db = tmp_path_factory.mktemp("run") / "runs.db"
+    proc = evotui("run", "rules", "--no-ui", "--db", str(db), "--max-proposals", "20", *FAST)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return db
+
+
+def damaged_copy(run_db: Path, tmp_path: Path, table: str = "llm_calls") -> Path:
+    db = tmp_path / "damaged.db"
+    shutil.copy(run_db, db)
+    damage_middle_leaf(db, table)
+    return db
+
+
+@pytest.mark.parametrize("command", [
+    ["resume", "--no-ui", "--quiet"],
+    ["run", "rules", "--no-ui", "--max-proposals", "2", *FAST],
+    ["show"], ["runs"], ["show", "--json"], ["export", "RUN", "out"],
+])
+def test_a_damaged_database_is_refused_by_every_command(run_db: Path, tmp_path: Path, command: list[str]) -> None:
+    db = damaged_copy(run_db, tmp_path)
+    run_id = read_rows(run_db, "SELECT run_id FROM runs")[0][0]
+    args = [str(tmp_path / a) if a == "out" else run_id if a == "RUN" else a for a in command]
+    before = hashlib.sha256(db.read_bytes()).hexdigest()
+    proc = evotui(*args, "--db", str(db))
+    assert proc.returncode == 2, proc.stderr
+    one_line_error(proc, str(db), "is damaged", f"evotui recover {db}")
+    assert proc.stdout == ""
+    assert hashlib.sha256(db.read_bytes()).hexdigest() == before  # nothing written, no new run
+    assert not (tmp_path / "out").exists()
+
+
+# -- stdout closed early ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("command", [["runs"], ["show"], ["show", "--json"], ["strategies"]])
+def test_a_closed_stdout_ends_quietly(run_db: Path, command: list[str]) -> None:
+    """`evotui runs | head -0`: the reader is gone before the first write (closed here at once,
+    so the command cannot finish writing first)."""
+    db_args = [] if command == ["strategies"] else ["--db", str(run_db)]
+    proc = subprocess.Popen([sys.executable, "-m", "evotui.cli", *command, *db_args], cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc.stdout.close()
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) == 141, err  # 128 + SIGPIPE, as a shell reports `cat` in a pipe
+    assert err == ""
