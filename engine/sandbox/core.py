@@ -27,6 +27,7 @@ from engine.sandbox import channel, uids
 from engine.sandbox.cgroups import PidsGroup
 from engine.sandbox.channel import SUPPORT_DIR
 from engine.sandbox.isolation import Isolation, confine_spec, detect, scrubbed_env
+from engine.sandbox.readable import readable_paths
 from engine.sandbox.results import TAIL_CHARS, EvalResult, interpret, signal_reason
 
 __all__ = ["EvalResult", "SUPPORT_DIR", "Sandbox", "SandboxLimits"]
@@ -50,6 +51,11 @@ class SandboxLimits:
     stderr_cap: int = 64 * 1024
     threads: int = 1
     """OMP/MKL/OpenBLAS/NumExpr threads."""
+    read_paths: tuple[str, ...] = ()
+    """Further paths evaluated code may read (toolchains, caches); see engine/sandbox/readable.py."""
+    candidate_process: bool = True
+    """A Python candidate that the evaluator loads runs in a process of its own, so it cannot forge
+    the evaluator's result (engine/sandbox_support/evotui_candidate_guard.py); False trusts it."""
 
 
 async def _drain(stream: asyncio.StreamReader, cap: int, keep: str) -> tuple[bytes, int]:
@@ -170,7 +176,8 @@ class Sandbox:
             "mode": mode, "evaluator": str(evaluator), "program": str(program), "scratch": str(scratch),
             "results_dir": str(scratch / "results"), "support_dir": str(SUPPORT_DIR), "wall_s": limits.wall_s,
             "cascade": cascade, "thresholds": thresholds, "net_guard": not iso.network,
-            "cgroup_procs": group.procs_file, "confine": confine_spec(iso, uid),
+            "cgroup_procs": group.procs_file, "confine": confine_spec(iso, uid, self._readable(evaluator, limits)),
+            "candidate_process": limits.candidate_process and program_name.endswith(".py"),
             "limits": {"cpu_s": cpu_s, "memory_bytes": limits.memory_mb * 1024 * 1024,
                        "fsize_bytes": limits.fsize_mb * 1024 * 1024,
                        "nproc": limits.nproc if (iso.prefix or uid is not None) else None},
@@ -227,6 +234,12 @@ class Sandbox:
             res.reason = f"{why} (runner exit code {proc.returncode})"
             return res
         return _apply(res, report, limits, cpu_s)
+
+    def _readable(self, evaluator: Path, limits: SandboxLimits) -> list[str] | None:
+        """Read confinement needs Landlock; without it reads stay as the mode leaves them."""
+        if not self.isolation.landlock:
+            return None
+        return readable_paths(self.python, evaluator.parent, SUPPORT_DIR, limits.read_paths)
 
     async def _stop(self, proc: asyncio.subprocess.Process, group: PidsGroup, uid: int | None) -> None:
         """Normal exit: sweep strays. Backstop or cancellation: let the supervisor clean up, then kill."""

@@ -38,13 +38,35 @@ THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NU
                "VECLIB_MAXIMUM_THREADS", "BLIS_NUM_THREADS")
 
 
+_KEY_VALUE = re.compile(r"^(sk-[A-Za-z0-9_-]{16,}|sk-ant-|ghp_[A-Za-z0-9]{20,}|github_pat_|gh[ousr]_[A-Za-z0-9]{20,}"
+                        r"|xox[abprs]-|AKIA[0-9A-Z]{16}$|AIza[0-9A-Za-z_-]{30,}|hf_[A-Za-z0-9]{20,}|glpat-"
+                        r"|-----BEGIN [A-Z ]*PRIVATE KEY)")
+"""Values that look like a provider's key whatever the variable is called (OpenAI, Anthropic, GitHub,
+Slack, AWS, Google, Hugging Face, GitLab, PEM private keys)."""
+_MIN_SECRET = 8
+"""Shorter values are not matched by value (a key is never this short; "1" or "true" are not keys)."""
+
+
+def _is_secret_name(name: str, secret_vars: frozenset[str]) -> bool:
+    return bool(_SECRET.search(name)) or name.startswith("AWS_") or name in secret_vars
+
+
 def scrubbed_env(base: dict[str, str], home: str, threads: int = 1, extra: dict[str, str] | None = None,
                  secret_vars: frozenset[str] = frozenset()) -> dict[str, str]:
     """The evaluator's environment: no keys, tokens, secrets or proxies; BLAS threads pinned.
-    secret_vars: further names to drop (the run's api_key_env, whatever it is called)."""
-    env = {k: v for k, v in base.items()
-           if not _SECRET.search(k) and not _PROXY.match(k) and k not in _DROP_EXACT and not k.startswith("AWS_")
-           and k not in secret_vars}
+    secret_vars: further names to drop (the run's api_key_env, whatever it is called). A secret is
+    also dropped by value: any variable holding (or embedding, as in a URL) the value of a variable
+    dropped by name, and any value shaped like a known provider key."""
+    secrets = {v for k, v in base.items() if _is_secret_name(k, secret_vars) and len(v) >= _MIN_SECRET}
+
+    def keep(name: str, value: str) -> bool:
+        if _is_secret_name(name, secret_vars) or _PROXY.match(name) or name in _DROP_EXACT:
+            return False
+        if _KEY_VALUE.match(value.strip()):
+            return False
+        return not any(secret in value for secret in secrets)
+
+    env = {k: v for k, v in base.items() if keep(k, v)}
     for var in THREAD_VARS:
         env[var] = str(threads)
     env.update(HOME=home, TMPDIR=home, PYTHONDONTWRITEBYTECODE="1", PYTHONUNBUFFERED="1", MPLBACKEND="Agg",
@@ -138,8 +160,10 @@ def _landlock_abi() -> int:
     return abi if abi > 0 else 0
 
 
-def confine_spec(iso: Isolation, uid: int | None) -> dict:
-    return {"mounts": iso.mounts, "uid": uid, "landlock": iso.landlock, "drop_caps": iso.drop_caps}
+def confine_spec(iso: Isolation, uid: int | None, read_paths: list[str] | None = None) -> dict:
+    """read_paths: where evaluated code may read (Landlock); None leaves reads unrestricted."""
+    return {"mounts": iso.mounts, "uid": uid, "landlock": iso.landlock, "drop_caps": iso.drop_caps,
+            "read_paths": read_paths}
 
 
 def probe(iso: Isolation, python: str | None = None) -> str:

@@ -8,7 +8,8 @@ Four mechanisms, each optional, chosen by the engine (see engine/sandbox/isolati
   unprivileged uid of its own, so root-owned files and other users' /proc entries are out of reach;
 * capabilities are dropped (bounding set too, so exec'ing a program as uid 0 gains none back)
   and no_new_privs is set (setuid binaries give nothing);
-* Landlock (any mode, where the kernel has it): writes only beneath scratch and /dev/shm, no TCP,
+* Landlock (any mode, where the kernel has it): writes only beneath scratch and /dev/shm, reads
+  only beneath the paths the engine lists (system, interpreter, task folder, declared), no TCP,
   no ptrace or /proc/<pid>/environ access and no signals to processes outside the evaluation.
 """
 
@@ -139,7 +140,7 @@ def drop_capabilities():
 # -- Landlock ----------------------------------------------------------------------------------
 
 _SYS_CREATE, _SYS_ADD, _SYS_RESTRICT = 444, 445, 446
-FS_EXECUTE, FS_WRITE_FILE, FS_READ_FILE = 1, 2, 4
+FS_EXECUTE, FS_WRITE_FILE, FS_READ_FILE, FS_READ_DIR = 1, 2, 4, 8
 _FS_WRITES_V1 = 2 | (0x1FF0)  # write_file, remove_dir/file, make_char/dir/reg/sock/fifo/block/sym
 FS_REFER, FS_TRUNCATE = 1 << 13, 1 << 14
 NET_TCP = 3  # bind_tcp | connect_tcp
@@ -161,24 +162,27 @@ def landlock_abi():
     return abi if abi > 0 else 0
 
 
-def landlock(writable, abi):
-    """Allow writes only beneath the writable directories; deny TCP (ABI >= 4) and signals or
-    abstract sockets to processes outside the evaluation (ABI >= 6). Reads stay unrestricted."""
-    fs = _FS_WRITES_V1 | (FS_REFER if abi >= 2 else 0) | (FS_TRUNCATE if abi >= 3 else 0)
+def landlock(writable, abi, readable=None):
+    """Allow writes only beneath the writable directories and, when readable is a list, reads and
+    execution only beneath those and the writable ones; deny TCP (ABI >= 4) and signals or abstract
+    sockets to processes outside the evaluation (ABI >= 6). readable=None leaves reads alone."""
+    reads = FS_EXECUTE | FS_READ_FILE | FS_READ_DIR if readable is not None else 0
+    fs = _FS_WRITES_V1 | reads | (FS_REFER if abi >= 2 else 0) | (FS_TRUNCATE if abi >= 3 else 0)
     attr = _RulesetAttr(fs, NET_TCP if abi >= 4 else 0, SCOPES if abi >= 6 else 0)
     size = 8 if abi < 4 else (16 if abi < 6 else 24)
     ruleset = _libc.syscall(_SYS_CREATE, ctypes.byref(attr), ctypes.c_size_t(size), ctypes.c_uint32(0))
     if ruleset < 0:
         raise ConfineError(f"landlock_create_ruleset: {os.strerror(ctypes.get_errno())}")
     try:
-        file_rights = fs & (FS_WRITE_FILE | FS_TRUNCATE)
-        for path in [*writable, *_DEV_FILES]:
+        file_rights = fs & (FS_WRITE_FILE | FS_TRUNCATE | FS_READ_FILE | FS_EXECUTE)
+        rules = [(p, fs) for p in [*writable, *_DEV_FILES]] + [(p, reads) for p in readable or ()]
+        for path, rights in rules:
             try:
                 fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
             except OSError:
                 continue  # absent (e.g. no /dev/tty): nothing to allow
             try:
-                rule = _PathBeneath(fs if os.path.isdir(path) else file_rights, fd)
+                rule = _PathBeneath(rights if os.path.isdir(path) else rights & file_rights, fd)
                 if _libc.syscall(_SYS_ADD, ctypes.c_int(ruleset), ctypes.c_int(1), ctypes.byref(rule),
                                  ctypes.c_uint32(0)) != 0:
                     raise ConfineError(f"landlock_add_rule {path}: {os.strerror(ctypes.get_errno())}")

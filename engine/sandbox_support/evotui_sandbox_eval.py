@@ -207,9 +207,24 @@ class ImportWatch:
                 "reflects the missing module, not the program" for seen in self.seen]
 
 
+def guard(spec):
+    """Before any evaluator code runs: the candidate gets a process of its own wherever the evaluator
+    loads it, here and in the evaluator's Python subprocesses (evotui_candidate_guard.py), which also
+    refuse Python sockets when the sandbox has no network namespace (guard_site/sitecustomize.py)."""
+    import evotui_candidate_guard
+
+    if spec.get("net_guard"):
+        os.environ["EVOTUI_SANDBOX_NET_GUARD"] = "1"
+        evotui_candidate_guard.add_guard_site()
+    if spec.get("candidate_process"):
+        evotui_candidate_guard.install(spec["program"], spec["scratch"], spec["confine"].get("landlock", 0),
+                                       [os.path.dirname(os.path.realpath(spec["evaluator"]))])
+
+
 def evaluate(spec):
     """Run the evaluator; its failure (whatever it is) becomes the result, never an exception."""
     sys.path[:0] = [spec["support_dir"], os.path.dirname(spec["evaluator"])]
+    guard(spec)
     watch = ImportWatch([spec["evaluator"], spec["program"]])
     with watch:
         out = _evaluate(spec)

@@ -17,9 +17,9 @@ What this closes and what it does not:
   reaches the supervisor only after the worker was forked, so no evaluation memory holds it.
 * A candidate that the evaluator runs as a subprocess cannot reach the worker's pipe or memory
   either: the pipe is close-on-exec and the worker is non-dumpable.
-* NOT closed: a candidate that the evaluator imports into its own process (importlib, exec)
-  shares the evaluator's memory, so it can alter what evaluate() returns. Evaluators that must
-  not trust candidates should run them in a subprocess.
+* A Python candidate that the evaluator imports (importlib, runpy, exec of its text) runs in a
+  process of its own, not in the evaluator's (evotui_candidate_guard.py), so it cannot change what
+  evaluate() returns either; the evaluator file and its task folder stay trusted.
 """
 
 import json
@@ -94,7 +94,7 @@ def confine_worker(spec):
     confine.prctl(confine.PR_SET_NO_NEW_PRIVS, 1, "no_new_privs")
     if c.get("landlock"):
         writable = [spec["scratch"]] + (["/dev/shm"] if os.path.isdir("/dev/shm") else [])
-        confine.landlock(writable, c["landlock"])
+        confine.landlock(writable, c["landlock"], c.get("read_paths"))
     confine.prctl(confine.PR_SET_DUMPABLE, 0, "make the worker non-dumpable")
 
 
@@ -138,12 +138,22 @@ def worker(spec, wfd):
                 ev.block_network()
             out = ev.evaluate(spec)
     try:
-        write_all(wfd, frame(out))
+        data = frame(out)
     except (TypeError, ValueError) as exc:
-        write_all(wfd, frame({"ok": False, "kind": "exception", "error": f"unserializable result: {exc}"}))
+        data = frame({"ok": False, "kind": "exception", "error": f"unserializable result: {exc}"})
+    if len(data) > RESULT_CAP:
+        data = frame(too_large(out, len(data)))
+    write_all(wfd, data)
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(0)
+
+
+def too_large(out, size):
+    counts = ", ".join(f"{len(out.get(k) or {})} {k}" for k in ("metrics", "artifacts"))
+    return {"ok": False, "kind": "too_large", "error": (
+        f"the evaluation's result is {size / 2**20:.1f} MiB ({counts}), over the {RESULT_CAP // 2**20} MiB "
+        "limit; return fewer or shorter metrics and artifacts")}
 
 
 # -- supervisor ------------------------------------------------------------------------------------

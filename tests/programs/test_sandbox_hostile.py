@@ -168,7 +168,8 @@ os._exit(0)
 def test_result_file_cannot_be_forged(iso, tmp_path):
     res = run(iso, tmp_path, FORGE_INPROCESS, program=FORGED_BY_FILE)
     assert res.score != 999.0
-    assert not res.ok and "without writing a result" in res.reason
+    # The imported candidate runs in its own process: its os._exit ends that process only.
+    assert not res.ok and "the candidate's process ended (exit code 0)" in res.reason
 
 
 FORGE_SUBPROCESS = """
