@@ -94,7 +94,8 @@ class WallDeadline:
         return True, task.result()
 
 
-DEADLINE_REASON = "budget exhausted: wall_s (deadline)"
+DEADLINE_REASON = "budget exhausted: wall_s"
+"""The same words as admission's own wall check, which may come first: one reason either way."""
 
 
 class DeadlineStops:

@@ -119,7 +119,7 @@ def test_max_wall_ends_at_the_deadline_against_a_slow_server_and_resume_redoes_t
         assert first.returncode == 0, first.stderr
         assert "Traceback" not in first.stderr
         s = summary_of(first)
-        assert (s["status"], s["stop_reason"]) == ("completed", "budget exhausted: wall_s (deadline)")
+        assert (s["status"], s["stop_reason"]) == ("completed", "budget exhausted: wall_s")
         deadline = s["deadline"]
         assert (deadline["limit_s"], deadline["grace_s"], deadline["hit"]) == (WALL_S, WALL_S / 10, True)
         assert proxy.held >= 1 and answered_held == 0, "the run ended without waiting for the slow server"

@@ -178,7 +178,7 @@ async def test_async_deadline_drains_lets_work_finish_in_the_grace_then_cancels_
     hand.advance(10.0)
     result = await harness.finish(task)
     assert (result.status, result.exit_code) == ("completed", 0)
-    assert result.reason == "budget exhausted: wall_s (deadline)"
+    assert result.reason == "budget exhausted: wall_s"
     assert result.summary["deadline"] == {
         "limit_s": 100.0, "grace_s": 10.0, "hit": True,
         "cancelled": [{"item_id": "i000002", "stage": "rollout"}, {"item_id": "i000003", "stage": "rollout"}]}
@@ -287,7 +287,7 @@ async def test_a_run_that_drains_before_its_grace_ends_cancels_nothing(harness) 
     await until(lambda: run.orchestrator.state == "draining", what="the drain at the limit")
     held.release()
     result = await harness.finish(task)
-    assert (result.status, result.reason) == ("completed", "budget exhausted: wall_s (deadline)")
+    assert (result.status, result.reason) == ("completed", "budget exhausted: wall_s")
     assert result.summary["deadline"] == {"limit_s": 30.0, "grace_s": 3.0, "hit": True, "cancelled": []}
     assert run.warnings == []
     assert (await harness.record(run.ctx.run_id)).open_items == []
