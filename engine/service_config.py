@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 __all__ = ["EvaluatorConfig", "RouteConfig"]
 
@@ -65,6 +65,11 @@ class EvaluatorConfig(StrictModel):
     lost_after_s: float = Field(default=15.0, gt=0)
     """A cluster that does not answer a health probe within this time is lost: the run stops,
     resumable."""
+    auth_token_file: str | None = None
+    """A file holding the cluster's token (Ray token authentication): the driver connects in token
+    mode with it. None = Ray's own sources (RAY_AUTH_MODE=token with RAY_AUTH_TOKEN,
+    RAY_AUTH_TOKEN_PATH or ~/.ray/auth_token). Only with address: the run's own instance makes a
+    token of its own."""
 
     @field_validator("address")
     @classmethod
@@ -76,3 +81,10 @@ class EvaluatorConfig(StrictModel):
         if not host or not port.isdigit() or not 0 < int(port) < 65536:
             raise ValueError('must be "auto", "HOST:PORT" or "ray://HOST:PORT"')
         return v
+
+    @model_validator(mode="after")
+    def _token_needs_a_cluster(self) -> EvaluatorConfig:
+        if self.auth_token_file and self.address is None:
+            raise ValueError("auth_token_file is the token of a cluster: set address too (the run's own "
+                             "Ray instance makes a token of its own)")
+        return self

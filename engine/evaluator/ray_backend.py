@@ -1,9 +1,10 @@
 """Evaluations as Ray tasks ([evaluator] backend = "ray"): the same sandbox, on the cluster.
 
-- Connection: address None starts a local Ray instance for the run (127.0.0.1, no dashboard)
-  and stops it in aclose(); "auto", "HOST:PORT" or "ray://HOST:PORT" joins a running cluster,
-  which outlives the run. A process that already called ray.init (an API user, a test) is used
-  as it is and left running.
+- Connection (engine/evaluator/ray_connection.py): address None starts a local Ray instance for
+  the run (loopback only, a per-run token, no dashboard) and stops it in aclose(); "auto",
+  "HOST:PORT" or "ray://HOST:PORT" joins a running cluster (with its token, if it has one), which
+  outlives the run. A process that already called ray.init (an API user, a test) is used as it
+  is and left running. Either way, nothing Ray prints on the driver goes to stdout.
 - What travels: the task folder once per run through the object store (unpacked once per
   machine), the candidate with each request, and, on a cluster, the engine package itself
   (runtime env py_modules), so the nodes need Python and Ray but not evotui. The driver keeps
@@ -29,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 import engine
+from engine.evaluator.ray_connection import RaySession
 from engine.evaluator.ray_worker import EvalRequest, result_from, run_request
 from engine.evaluator.service import EvaluatorLost, EvaluatorSetupError
 from engine.evaluator.shipping import ShippingError, pack
@@ -107,6 +109,7 @@ class RayEvaluator:
         self._ray: Any = None
         self._task: Any = None
         self._owns_connection = False
+        self._session: RaySession | None = None
         self._start_lock = asyncio.Lock()
         self._cond = asyncio.Condition()
         self._bundles: dict[Path, tuple[str, Any]] = {}
@@ -130,13 +133,15 @@ class RayEvaluator:
 
             if not ray.is_initialized():
                 await self._reachable()
+                session = RaySession(ray, self.cfg.address, self.cfg.auth_token_file)
                 try:
                     # On the loop's thread, blocking it for the seconds Ray takes to start: Ray's
                     # driver must be initialised on the main thread (later calls may come from others).
-                    ray.init(**self._init_args())
-                except (ConnectionError, RuntimeError, ValueError, TimeoutError) as exc:
+                    session.open(self._init_args())
+                except (ConnectionError, RuntimeError, ValueError, TimeoutError, ray.exceptions.RayError) as exc:
                     raise EvaluatorSetupError(f"cannot start or reach Ray at {self.where}: {_first_line(exc)}; "
-                                              "check [evaluator] address (or --ray-address)") from None
+                                              f"{session.hint()}") from None
+                self._session = session
                 self._owns_connection = True
             self._ray = ray
             self._task = ray.remote(run_request)
@@ -327,5 +332,8 @@ class RayEvaluator:
             await asyncio.wait_for(_in_thread(ray.shutdown), 30.0)
         except TimeoutError:
             logging.getLogger(__name__).warning("ray.shutdown() did not finish within 30 s")
+            return  # Ray's threads may still print and authenticate: leave its state as it is
         except Exception as exc:  # noqa: BLE001 - the run's end goes on (store, lease) whatever Ray says
             logging.getLogger(__name__).warning("ray.shutdown() failed: %s", _first_line(exc))
+        if self._session is not None:
+            self._session.close()
