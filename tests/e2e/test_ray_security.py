@@ -12,13 +12,14 @@ import ipaddress
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from tests.e2e.conftest import FAST, ROOT, wait_until
+from tests.e2e.conftest import FAST, ROOT, evotui, wait_until
 from tests.e2e.test_ray_evaluator import _cmdline, _parent, config_file, evaluating_worker, slow_task
 
 RAY_CLIENT_ENV = ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH", "RAY_ADDRESS")
@@ -173,3 +174,25 @@ def test_own_ray_instance_is_loopback_only_token_protected_and_stdout_stays_json
     assert "A worker died" in err  # Ray's notice is kept, on stderr
     assert "Traceback" not in err
     assert not (home / ".ray").exists(), "the run's token was written under HOME"
+
+
+def test_an_unreadable_cluster_token_file_is_one_line_and_exit_2(tmp_path):
+    """Checked before Ray is asked to connect (whose own check would abort the process)."""
+    with socket.socket() as listener:  # a port that accepts connections: the address is reachable
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        address = f"127.0.0.1:{listener.getsockname()[1]}"
+        cfg = config_file(tmp_path, auth_token_file=str(tmp_path / "no-token"))
+        proc = evotui("run", "circle_packing", "--no-ui", "--db", str(tmp_path / "r.db"), "--ray-address", address,
+                      "--config", str(cfg), "--max-proposals", "2", *FAST, timeout=120)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    assert f"cannot read [evaluator] auth_token_file {tmp_path / 'no-token'} (No such file or directory)" in proc.stderr
+
+
+def test_a_token_file_without_a_cluster_address_is_refused(tmp_path):
+    (tmp_path / "tok").write_text("abc\n")
+    cfg = config_file(tmp_path, backend="ray", auth_token_file=str(tmp_path / "tok"))
+    proc = evotui("run", "circle_packing", "--no-ui", "--db", str(tmp_path / "r.db"), "--config", str(cfg),
+                  "--max-proposals", "2", *FAST, timeout=120)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    assert "auth_token_file is the token of a cluster: set address too" in proc.stderr
