@@ -100,7 +100,7 @@ async def test_a_session_starting_past_its_limit_drains_at_once() -> None:
     hand.advance(0.9)
     await idle(0.01)
     assert calls == ["limit"], "a resumed run past its limit still gives in-flight work the grace"
-    hand.advance(0.1)
+    hand.advance(0.2)
     await until(lambda: calls == ["limit", "grace"], what="the end of the grace")
     await task
 
@@ -224,7 +224,7 @@ async def test_every_mode_ends_at_limit_plus_grace_and_resumes(harness, mode) ->
     hand.advance(4.9)
     await idle()
     assert not task.done(), "the default grace is 5 s (a tenth of 50 s)"
-    hand.advance(0.1)
+    hand.advance(0.2)
     result = await harness.finish(task)
     assert (result.status, result.exit_code) == ("completed", 0)
     cancelled = [c["item_id"] for c in result.summary["deadline"]["cancelled"]]
