@@ -9,6 +9,8 @@
 - It also requires a token: a fresh one per run, handed to the Ray processes in their environment
   (never a file; Ray's default would write ~/.ray/auth_token), and taken out of the driver's
   environment again once they have started, so the driver's other subprocesses never see it.
+  A Ray without token authentication (older than the RAY_AUTH_MODE releases) still gets
+  loopback only; a token file for a cluster is then refused with the reason.
 - A cluster: Ray's own token sources (RAY_AUTH_MODE=token with RAY_AUTH_TOKEN, RAY_AUTH_TOKEN_PATH
   or ~/.ray/auth_token), or [evaluator] auth_token_file, which turns token mode on for the run.
 - Ray's driver prints the cluster's error messages ("A worker died ...") to sys.stdout from a
@@ -47,8 +49,17 @@ def read_token_file(path: str) -> str:
     return lines[0].strip()
 
 
+def has_token_auth() -> bool:
+    """This Ray has token authentication (RAY_AUTH_MODE=token; older releases have none)."""
+    import ray._raylet as raylet
+
+    return hasattr(raylet, "AuthenticationTokenLoader") and hasattr(raylet, "Config")
+
+
 def _resync_auth() -> None:
     """Make the driver re-read RAY_AUTH_* from the environment (config first, then the token cache)."""
+    if not has_token_auth():
+        return
     from ray._raylet import AuthenticationTokenLoader, Config
 
     Config.initialize("")
@@ -76,9 +87,15 @@ class RaySession:
         self._printer: Any = None
 
     def _environment(self) -> dict[str, str]:
-        if self.own_instance:
-            return {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(32), SINGLE_MACHINE_VAR: "0"}
+        tokens = has_token_auth()
+        if self.own_instance:  # without token support (an old Ray) it is still loopback only
+            token = {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(32)} if tokens else {}
+            return {**token, SINGLE_MACHINE_VAR: "0"}
         if self.token_file:
+            if not tokens:
+                raise EvaluatorSetupError(f"Ray {self.ray.__version__} has no token authentication, so [evaluator] "
+                                          "auth_token_file cannot be used: upgrade Ray on the driver and the cluster "
+                                          "(pip install -U 'evotui[ray]') or remove auth_token_file")
             return {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": read_token_file(self.token_file)}
         return {}
 

@@ -171,3 +171,18 @@ def test_ray_error_messages_go_to_stderr_and_back_after_close(capsys):
         second.close()
         first.close()
     assert worker.print_to_stdstream is original
+
+
+@needs_ray
+def test_a_ray_without_token_auth_still_gets_loopback_only(tmp_path, monkeypatch, resyncs):
+    monkeypatch.setattr(ray_connection, "has_token_auth", lambda: False)
+    monkeypatch.delenv("RAY_AUTH_MODE", raising=False)
+    fake = FakeRay()
+    session = RaySession(fake, None, None)
+    session.open({})
+    assert fake.seen[SINGLE_MACHINE_VAR] == "0" and fake.seen["cluster_mode"] is False
+    assert fake.seen["RAY_AUTH_MODE"] is None and not session.token_mode
+    session.close()
+    (tmp_path / "tok").write_text("abc\n")
+    with pytest.raises(EvaluatorSetupError, match=r"Ray fake has no token authentication.*remove auth_token_file"):
+        RaySession(FakeRay(), "h:1", str(tmp_path / "tok")).open({})
