@@ -313,13 +313,16 @@ class EngineRun:
 
     async def _evaluate_seed_by_deadline(self) -> bool:
         """The seed's evaluation, cut at the end of the deadline's grace (False: cut; a resume
-        evaluates the seed again)."""
+        evaluates the seed again). Only the scoring is cut: a scored seed is always saved."""
         deadline = self.orchestrator.deadline_for()
+        scoring = self.orchestrator.handlers.evaluate_seed()
         if deadline is None:
-            await self._evaluate_seed()
-            return True
-        done, _ = await deadline.within(self._evaluate_seed(), {"item_id": "seed", "stage": "evaluate"})
-        return done
+            await scoring
+        elif not (await deadline.within(scoring, {"item_id": "seed", "stage": "evaluate"}))[0]:
+            return False
+        self.orchestrator.recorder.save_run_state()
+        await self.ctx.store.flush()
+        return True
 
     def _tell_deadline_cancellations(self) -> None:
         """Work the deadline cancelled, on stderr (front ends show run.warnings) and in the event log."""
@@ -334,11 +337,6 @@ class EngineRun:
                    f"`evotui resume {self.ctx.run_id} --max-wall SECONDS` (a larger limit) redoes them")
         self.warnings.append(message)
         self.ctx.bus.publish(ev.Notice(level="warning", message=message))
-
-    async def _evaluate_seed(self) -> None:
-        await self.orchestrator.handlers.evaluate_seed()
-        self.orchestrator.recorder.save_run_state()
-        await self.ctx.store.flush()
 
     def summary(self, status: str, reason: str) -> dict:
         deadline = self.orchestrator.deadline
