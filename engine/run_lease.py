@@ -63,6 +63,30 @@ async def mark_interrupted(db_path: Path, run_id: str, warnings: list[str]) -> N
         warnings.append(f"could not mark run {run_id} interrupted ({exc}); it resumes all the same")
 
 
+def abandon(db_path: Path, held: Lease, timeout_s: float = 2.0) -> str:
+    """The last-ditch bookkeeping of a process about to exit without finishing its run (a front
+    end's watchdog thread, when the event loop cannot finish the drain): mark the run interrupted
+    and release the lease, in one transaction and only while the lease is still ours, so a run that
+    did end (completed, already marked) is left as it is. Synchronous, on its own connection: the
+    loop and its store may be stuck. Returns the problem, or ''."""
+    try:
+        con = sqlite3.connect(str(db_path), timeout=timeout_s, isolation_level=None)
+    except sqlite3.Error as exc:
+        return f"cannot open {db_path} to mark run {held.run_id} interrupted ({exc}); it resumes all the same"
+    try:
+        con.execute("BEGIN IMMEDIATE")
+        ours = "EXISTS (SELECT 1 FROM leases WHERE run_id = ? AND token = ?)"
+        con.execute(f"UPDATE runs SET status = 'interrupted', updated_at = ? WHERE run_id = ? AND status = 'running' "
+                    f"AND {ours}", (time.time(), held.run_id, held.run_id, held.token))
+        con.execute("DELETE FROM leases WHERE run_id = ? AND token = ?", (held.run_id, held.token))
+        con.execute("COMMIT")
+    except sqlite3.Error as exc:
+        return f"could not mark run {held.run_id} interrupted ({exc}); it resumes all the same"
+    finally:
+        con.close()
+    return ""
+
+
 def remove_db_files(path: Path) -> None:
     for suffix in ("", "-wal", "-shm"):
         Path(f"{path}{suffix}").unlink(missing_ok=True)

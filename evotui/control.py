@@ -4,6 +4,7 @@ that drives a run (`--no-ui` or the TUI), so `evotui attach` can observe and ste
 Protocol: one JSON object per line in each direction. Request `{"cmd": NAME, ...args}`,
 reply `{"ok": true, "result": ...}` or `{"ok": false, "error": "..."}`. Commands:
 
+  ping                                  {"pid": the driving process}: is its loop alive (resume --take-over)
   snapshot                              the live EngineSnapshot (engine.snapshot.build_snapshot) as JSON
   pending                               reviews waiting: item_id, gate, parent_id, parent_text, child_text, parked_at
   pause | resume                        hold / release the pipeline
@@ -173,6 +174,8 @@ class ControlServer:
 def apply_command(run, req: dict) -> Any:
     """Carry out one control command on an in-process EngineRun (socket server and TUI alike)."""
     cmd = req["cmd"]
+    if cmd == "ping":
+        return {"pid": os.getpid()}
     if cmd == "snapshot":
         return snapshot_to_dict(run.snapshot())
     if cmd == "pending":
@@ -225,6 +228,24 @@ async def _alive(path: Path) -> bool:
         return False
     writer.close()
     return True
+
+
+async def answers(path: Path, timeout_s: float = 3.0) -> bool:
+    """Whether a driver answers a ping on its socket within timeout_s. A stopped or wedged process
+    may still accept the connection (the kernel queues it) but never replies; any reply counts,
+    an error too (an older driver without `ping`), since it proves the loop runs."""
+    try:
+        reader, writer = await asyncio.wait_for(asyncio.open_unix_connection(str(path)), timeout_s)
+    except (OSError, asyncio.TimeoutError):
+        return False
+    try:
+        writer.write(b'{"cmd": "ping"}\n')
+        await asyncio.wait_for(writer.drain(), timeout_s)
+        return bool(await asyncio.wait_for(reader.readline(), timeout_s))
+    except (OSError, asyncio.TimeoutError):
+        return False
+    finally:
+        writer.close()
 
 
 class ControlClient:

@@ -5,11 +5,16 @@ A second `run`/`resume`/API driver is refused while the holder is alive. The hol
 alive when it is on this host and its pid still runs the same process (start time checked, so a
 recycled pid is not mistaken for it), or, on another host (a shared filesystem), while its
 heartbeat is fresher than LEASE_TTL_S. A lease whose owner is dead is taken over.
+
+A holder on this host that lives but is stuck (its heartbeat older than STUCK_AFTER_S and its
+control socket silent) is taken over only when the user asks (`evotui resume --take-over`): the
+holder is killed first, so two processes never write one run.
 """
 
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import sqlite3
 import time
@@ -25,6 +30,8 @@ from .opening import immediate
 LEASE_TTL_S = 30.0
 """A holder on another host whose heartbeat is older than this is presumed dead."""
 HEARTBEAT_S = 5.0
+STUCK_AFTER_S = 3 * HEARTBEAT_S
+"""A live holder on this host that has missed this many seconds of heartbeats may be stuck."""
 
 
 @dataclass(frozen=True)
@@ -50,14 +57,19 @@ class LeaseHeld(StoreError):
         self.holder = holder
 
 
-def _process_start(pid: int) -> str:
-    """The kernel's start time of pid (clock ticks since boot), '' where /proc cannot tell."""
+def _proc_stat(pid: int) -> list[str]:
+    """/proc/<pid>/stat from field 3 (the state) on; [] where /proc cannot tell."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
-        return ""
+        return []
     # The command name (field 2) may contain spaces and parentheses; fields resume after the last ')'.
-    fields = stat.rsplit(")", 1)[-1].split()
+    return stat.rsplit(")", 1)[-1].split()
+
+
+def _process_start(pid: int) -> str:
+    """The kernel's start time of pid (clock ticks since boot), '' where /proc cannot tell."""
+    fields = _proc_stat(pid)
     return fields[19] if len(fields) > 19 else ""
 
 
@@ -68,7 +80,8 @@ def _pid_alive(pid: int) -> bool:
         return False
     except PermissionError:
         return True  # exists, owned by another user
-    return True
+    # A zombie has exited (its parent has not reaped it yet): it drives nothing.
+    return _proc_stat(pid)[:1] != ["Z"]
 
 
 def holder_alive(lease: Lease, now: float | None = None) -> bool:
@@ -78,6 +91,37 @@ def holder_alive(lease: Lease, now: float | None = None) -> bool:
         started = _process_start(lease.pid)
         return not (started and lease.pid_started and started != lease.pid_started)
     return (now or time.time()) - lease.heartbeat_at < LEASE_TTL_S
+
+
+def stuck(holder: Lease, now: float, answers_control: bool) -> bool:
+    """The takeover rule: a holder on this host whose process lives but whose heartbeat is older
+    than STUCK_AFTER_S and who does not answer its control socket is stuck (a wedged loop, a
+    stopped job). A fresh heartbeat or an answer means it works, however slowly."""
+    return (holder.host == socket.gethostname() and now - holder.heartbeat_at > STUCK_AFTER_S
+            and not answers_control)
+
+
+def kill_holder(holder: Lease, wait_s: float = 3.0) -> str:
+    """Kill a stuck holder on this host (SIGTERM, then SIGKILL): the stuck process must not wake up
+    and write a run another process now drives. Returns '' once it is gone, else the problem."""
+    started = _process_start(holder.pid)
+    if not holder.pid_started or not started:
+        return f"cannot confirm that pid {holder.pid} is the run's driver (no start time); stop it yourself"
+    if started != holder.pid_started:
+        return ""  # that process has gone; the pid now names another one, left alone
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.kill(holder.pid, sig)
+        except ProcessLookupError:
+            return ""
+        except PermissionError:
+            return f"pid {holder.pid} belongs to another user; it cannot be stopped from here"
+        deadline = time.monotonic() + wait_s
+        while time.monotonic() < deadline:
+            if not holder_alive(holder):
+                return ""
+            time.sleep(0.05)
+    return f"pid {holder.pid} did not exit after SIGKILL"
 
 
 def _row_to_lease(row) -> Lease:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import signal
 import sys
 
@@ -17,7 +18,9 @@ from evotui.control import ControlServer, socket_path
 from evotui.headless import Terminal, report
 from evotui.tui.app import EvoApp
 from evotui.tui.attach import AttachBackend, AttachError
+from evotui.tui import textual_fixes
 from evotui.tui.backend import LiveBackend
+from evotui.tui.hangup import HangupWatchdog, grace_from_env
 from evotui.tui.keymap import binding_ids
 from evotui.tui.settings import UISettings, UISettingsError, check_keymap, load_ui_settings
 from evotui.tui.themes import FALLBACK, load_themes
@@ -61,34 +64,50 @@ def _make_app(backend, settings: UISettings, args: argparse.Namespace, notices: 
 def run_tui(args: argparse.Namespace) -> int:
     try:
         settings = _settings(args)
+        hangup_grace_s = grace_from_env(os.environ)
         _require_terminal("pass --no-ui to run headless")
-    except UISettingsError as exc:
+    except (UISettingsError, ValueError) as exc:
         print(f"evotui: error: {exc}", file=sys.stderr)
         return 2
-    return asyncio.run(_run_live(args, settings))
+    return asyncio.run(_run_live(args, settings, hangup_grace_s))
 
 
-async def _run_live(args: argparse.Namespace, settings: UISettings) -> int:
+async def _run_live(args: argparse.Namespace, settings: UISettings, hangup_grace_s: float) -> int:
     try:
         run = await options.open_run(args)
     except SetupError as exc:
         print(f"evotui: error: {exc}", file=sys.stderr)
         return exc.exit_code
     control = ControlServer(run, socket_path(run.db_path, run.ctx.run_id))
-    notices = [] if await control.start() else [control.problem]
+    serving = await control.start()
+    notices = [] if serving else [control.problem]
     backend = LiveBackend(run)
     await backend.start()
     app = _make_app(backend, settings, args, notices, engine=run.run)
     term = Terminal(sys.stderr)
     loop = asyncio.get_running_loop()
+    watchdog = HangupWatchdog(run, control.path if serving else None, hangup_grace_s, loop)
 
-    def on_hangup() -> None:
+    def on_hangup(reason: str) -> None:
         # The terminal is gone (SSH drop, tmux kill-session): finish in-flight work without a UI.
+        if term.hung_up:
+            return
         term.hung_up = True
-        run.drain("SIGHUP: the terminal hung up")
+        run.drain(reason)
         app.exit()
 
-    loop.add_signal_handler(signal.SIGHUP, on_hangup)
+    def terminal_lost(reason: str) -> None:
+        """From the SIGHUP handler or Textual's writer thread. The watchdog starts here, not on the
+        loop: a loop blocked on the dead terminal would never run a callback."""
+        watchdog.start()
+        try:
+            loop.call_soon_threadsafe(on_hangup, reason)
+        except RuntimeError:
+            pass  # the loop has closed; the watchdog bounds what is left of the exit
+
+    # signal.signal, not loop.add_signal_handler: its handler runs even while the loop is blocked.
+    previous = signal.signal(signal.SIGHUP, lambda *_: terminal_lost("SIGHUP: the terminal hung up"))
+    textual_fixes.terminal_lost = lambda: terminal_lost("the terminal was lost (a write to it failed)")
     try:
         await app.run_async(mouse=settings.mouse and not args.no_mouse)
     finally:
@@ -98,8 +117,12 @@ async def _run_live(args: argparse.Namespace, settings: UISettings) -> int:
                 run.stop("the UI closed")
             await asyncio.wait({task}, timeout=None if term.hung_up else 30)
         await control.close()
-        loop.remove_signal_handler(signal.SIGHUP)
+        textual_fixes.terminal_lost = None
+        # After a hang-up a repeated SIGHUP must not kill the process before it reports its exit.
+        signal.signal(signal.SIGHUP, signal.SIG_IGN if watchdog.thread is not None else previous)
     result = task.result() if task is not None and task.done() and not task.cancelled() else None
+    if watchdog.thread is not None:
+        watchdog.run_ended(result.exit_code if result is not None else 1)
     if result is None:
         term.say("evotui: the run did not finish cleanly; check `evotui show` and resume it")
         return 1

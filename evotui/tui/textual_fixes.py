@@ -1,4 +1,4 @@
-"""A workaround for a Textual 8.x hang, applied when the TUI is imported.
+"""Workarounds for two Textual 8.x hangs, applied when the TUI is imported.
 
 A toast whose notification expires between the moment the toast rack builds it and the moment it
 is mounted (screens re-mount the toasts of live notifications, e.g. after a screen switch) asks
@@ -9,6 +9,9 @@ for a timer with a negative delay. Textual's Timer._run then loops without ever 
 
 from __future__ import annotations
 
+from typing import Callable
+
+from textual.drivers._writer_thread import WriterThread
 from textual.widgets._toast import Toast
 
 MIN_TOAST_DELAY_S = 0.001
@@ -22,3 +25,41 @@ def _clamped_on_mount(self: Toast, event) -> None:
 if getattr(Toast._on_mount, "__name__", "") != _clamped_on_mount.__name__:
     _original_on_mount = Toast._on_mount
     Toast._on_mount = _clamped_on_mount
+
+
+# -- a lost terminal must not wedge the UI loop ---------------------------------------------
+# Textual's WriterThread dies on its first failed write (EIO once the terminal has hung up); the
+# UI loop then blocks for good in Queue.put as soon as the 30-slot queue fills, so the run's
+# heartbeat stops and the process never exits. This run() keeps taking writes off the queue and
+# drops them once the terminal has gone, and reports the loss once.
+
+terminal_lost: Callable[[], None] | None = None
+"""Called (from the writer thread) the first time a write to the terminal fails."""
+
+
+def _tolerant_run(self: WriterThread) -> None:
+    lost = False
+    while True:
+        text = self._queue.get()
+        if text is None:
+            break
+        if lost:
+            continue
+        try:
+            self._file.write(text)
+            if self._queue.qsize() == 0:
+                self._file.flush()
+        except (OSError, ValueError):  # ValueError: the file was closed under us
+            lost = True
+            callback = terminal_lost
+            if callback is not None:
+                callback()
+    if not lost:
+        try:
+            self._file.flush()
+        except (OSError, ValueError):
+            pass  # the terminal went at the very end; nothing is left to show on it
+
+
+if WriterThread.run.__name__ != _tolerant_run.__name__:
+    WriterThread.run = _tolerant_run
