@@ -32,6 +32,8 @@ def add_budget_flags(p: argparse.ArgumentParser) -> None:
 
 def add_resume_flags(p: argparse.ArgumentParser) -> None:
     add_budget_flags(p)
+    p.add_argument("--take-over", action="store_true", help="kill the run's driver on this host if it is stuck "
+                   "(heartbeat stale, no answer on its control socket) and continue the run")
     g = p.add_argument_group("endpoints (credentials inside URLs are never stored: give the URL again)")
     g.add_argument("--llm-url", metavar="URL", help="the run's task endpoint, e.g. http://user:KEY@host/v1")
     g.add_argument("--reflection-url", metavar="URL", help="the run's proposer endpoint, if it had its own")
@@ -206,6 +208,11 @@ async def open_run(args: argparse.Namespace):
             _put(endpoints, "task_llm.url", args.llm_url)
         if getattr(args, "reflection_url", None):
             _put(endpoints, "reflection_llm.url", args.reflection_url)
+        from evotui.takeover import clear_stuck_driver
+
+        notice = await clear_stuck_driver(Path(args.db), args.run_id, getattr(args, "take_over", False))
+        if notice:
+            print(notice, file=sys.stderr)
         run = await EngineRun.resume(args.db, args.run_id, budget_layer(args), {**endpoints, **evaluator_layer(args)})
     for warning in getattr(run.ctx.task, "warnings", ()):
         print(f"evotui: warning: {warning}", file=sys.stderr)
