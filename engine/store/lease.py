@@ -32,6 +32,8 @@ LEASE_TTL_S = 30.0
 HEARTBEAT_S = 5.0
 STUCK_AFTER_S = 3 * HEARTBEAT_S
 """A live holder on this host that has missed this many seconds of heartbeats may be stuck."""
+SIGKILL_WAIT_S = 10.0
+"""A process that outlives SIGKILL this long is in uninterruptible I/O; takeover gives up."""
 
 
 @dataclass(frozen=True)
@@ -102,21 +104,22 @@ def stuck(holder: Lease, now: float, answers_control: bool) -> bool:
 
 
 def kill_holder(holder: Lease, wait_s: float = 3.0) -> str:
-    """Kill a stuck holder on this host (SIGTERM, then SIGKILL): the stuck process must not wake up
-    and write a run another process now drives. Returns '' once it is gone, else the problem."""
+    """Kill a stuck holder on this host (SIGTERM, wait_s for it to go, then SIGKILL): the stuck
+    process must not wake up and write a run another process now drives. Returns '' once it is
+    gone, else the problem."""
     started = _process_start(holder.pid)
     if not holder.pid_started or not started:
         return f"cannot confirm that pid {holder.pid} is the run's driver (no start time); stop it yourself"
     if started != holder.pid_started:
         return ""  # that process has gone; the pid now names another one, left alone
-    for sig in (signal.SIGTERM, signal.SIGKILL):
+    for sig, wait in ((signal.SIGTERM, wait_s), (signal.SIGKILL, SIGKILL_WAIT_S)):
         try:
             os.kill(holder.pid, sig)
         except ProcessLookupError:
             return ""
         except PermissionError:
             return f"pid {holder.pid} belongs to another user; it cannot be stopped from here"
-        deadline = time.monotonic() + wait_s
+        deadline = time.monotonic() + wait
         while time.monotonic() < deadline:
             if not holder_alive(holder):
                 return ""
