@@ -59,6 +59,12 @@ class ProgramSettings(BaseModel):
     """OMP/MKL/OpenBLAS/NumExpr threads inside the sandbox."""
     eval_concurrency: int = Field(default=2, gt=0)
     """Evaluations at once (separate from LLM concurrency)."""
+    eval_read_paths: list[str] = Field(default_factory=list)
+    """Further paths evaluated code may read (toolchains or caches in a home directory, e.g. "~/.rustup");
+    by default it reads only the system, the interpreter, the task folder and its scratch."""
+    eval_candidate_process: bool = True
+    """A Python candidate that the evaluator imports runs in a process of its own, so it cannot forge
+    its score; false lets it share the evaluator's process (trusting the candidate)."""
     cascade: bool = False
     cascade_thresholds: list[float] = Field(default_factory=list)
     max_patch_retries: int = Field(default=2, ge=0)
@@ -84,7 +90,8 @@ class ProgramSettings(BaseModel):
 
     def limits(self) -> SandboxLimits:
         return SandboxLimits(wall_s=self.eval_timeout_s, memory_mb=self.eval_memory_mb, nproc=self.eval_nproc,
-                             threads=self.eval_threads)
+                             threads=self.eval_threads, read_paths=tuple(self.eval_read_paths),
+                             candidate_process=self.eval_candidate_process)
 
 
 @dataclass(frozen=True)
