@@ -104,6 +104,9 @@ def build_parser() -> argparse.ArgumentParser:
     from evotui import bench_evaluator
 
     bench_evaluator.add_parser(sub)  # evotui bench-evaluator: local sandbox vs Ray
+    from evotui import recover_cmd
+
+    recover_cmd.add_parser(sub)  # evotui recover DB OUT: salvage a damaged database
 
     rst = sub.add_parser("restore", help="make an earlier validated artifact the run's active best (audited)")
     rst.add_argument("run_id", help="run id (see `evotui runs`)")
@@ -234,6 +237,10 @@ def _dispatch(args: argparse.Namespace) -> int:
         from evotui import bench_db
 
         return bench_db.main(args)
+    if args.command == "recover":
+        from evotui import recover_cmd
+
+        return recover_cmd.main(args)
     if args.command == "sim-server":
         from evotui import sim_server
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import shutil
 import subprocess
 import sys
@@ -12,7 +13,7 @@ import pytest
 
 from engine.resources import data_dir
 from tests.db_damage import damage_middle_leaf
-from tests.e2e.conftest import FAST, ROOT, evotui, read_rows
+from tests.e2e.conftest import FAST, ROOT, evotui, read_rows, summary_of
 
 RULES = data_dir("tasks", "engine") / "rules"
 CIRCLES = ROOT / "tasks" / "circle_packing"
@@ -137,3 +138,55 @@ def test_a_closed_stdout_ends_quietly(run_db: Path, command: list[str]) -> None:
     err = proc.stderr.read().decode()
     assert proc.wait(timeout=120) == 141, err  # 128 + SIGPIPE, as a shell reports `cat` in a pipe
     assert err == ""
+
+
+# -- evotui recover -----------------------------------------------------------------------------------
+
+
+def test_recover_salvages_a_damaged_run_which_then_resumes(run_db: Path, tmp_path: Path) -> None:
+    db = damaged_copy(run_db, tmp_path, table="llm_calls")
+    out = tmp_path / "recovered.db"
+    proc = evotui("recover", str(db), str(out), "--json")
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    tables = {t["table"]: t for t in report["tables"]}
+    calls = tables["llm_calls"]
+    total = read_rows(run_db, "SELECT count(*) FROM llm_calls")[0][0]
+    assert calls["expected"] == total and 0 < calls["lost"] == total - calls["kept"]
+    assert read_rows(out, "SELECT count(*) FROM llm_calls")[0][0] == calls["kept"]
+    assert tables["artifacts"]["lost"] == 0 and not report["complete"]
+    assert read_rows(out, "PRAGMA integrity_check") == [("ok",)]
+    listed = evotui("runs", "--db", str(out))
+    assert listed.returncode == 0 and read_rows(run_db, "SELECT run_id FROM runs")[0][0] in listed.stdout
+    resumed = evotui("resume", "--db", str(out), "--no-ui", "--quiet", "--max-proposals", "24")
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    assert summary_of(resumed)["proposal_attempts"] == 24
+
+
+def test_recover_prints_what_was_kept_and_lost(run_db: Path, tmp_path: Path) -> None:
+    db = damaged_copy(run_db, tmp_path, table="llm_calls")
+    out = tmp_path / "recovered.db"
+    proc = evotui("recover", str(db), str(out))
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0].startswith(f"{db}: ") and "page" in lines[0]  # SQLite's complaint
+    calls = next(ln.split() for ln in lines if ln.startswith("llm_calls "))
+    assert int(calls[1]) == read_rows(out, "SELECT count(*) FROM llm_calls")[0][0] and int(calls[2]) > 0
+    assert lines[-1].startswith(f"wrote {out}:") and "rows lost in llm_calls" in lines[-1]
+
+
+@pytest.mark.parametrize("problem", ["missing", "exists", "not sqlite"])
+def test_recover_refuses_unusable_paths(run_db: Path, tmp_path: Path, problem: str) -> None:
+    source, out = run_db, tmp_path / "out.db"
+    if problem == "missing":
+        source = tmp_path / "nope.db"
+    elif problem == "exists":
+        out.write_text("keep me")
+    else:
+        source = tmp_path / "notes.db"
+        source.write_text("not a database\n" * 100)
+    proc = evotui("recover", str(source), str(out))
+    assert proc.returncode == 2
+    one_line_error(proc, {"missing": "no database at", "exists": "already exists",
+                          "not sqlite": "not an SQLite database"}[problem])
+    assert (out.read_text() == "keep me") if problem == "exists" else not out.exists()

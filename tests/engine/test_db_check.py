@@ -17,8 +17,9 @@ RUN = "r1"
 
 
 async def make_db(path: Path, evaluations: int = 1500) -> Path:
-    """A database of the current schema with one run and enough evaluations for a multi-page table."""
-    store = await Store.open(path, create=True)
+    """A database of the current schema with one run and enough evaluations for a multi-page table,
+    written in one transaction (close flushes it) so its page layout is the same every time."""
+    store = await Store.open(path, create=True, max_batch=100_000, max_delay_s=3600.0)
     store.insert_run(RUN, task="rules", task_path=None, config_json={}, seed=0, mode="async", policy="full",
                      backend="test", status="interrupted", created_at=1.0)
     store.insert_evaluations(RUN, "a000000", [(f"ex{i}", "val", 0.5, "feedback " * 20, "validate")
