@@ -4,6 +4,8 @@ The same program (a task's initial program) is evaluated N times at concurrency 
 backend: the local sandbox, and Ray tasks running that sandbox (a local Ray instance started
 for the benchmark with C CPUs, or --ray-address). Each backend first runs one warm-up round of
 C evaluations (Ray starts its workers, each worker probes its isolation); then R timed rounds.
+The local sandbox is also measured with the candidate imported into the evaluator's own process
+([program] eval_candidate_process = false), which prices the candidate's own process.
 Printed side by side: the median throughput, the median wall seconds per evaluation slot
 (wall x C / N, what one evaluation costs a slot, queueing included), Ray's start-up, and the
 ratios: throughput Ray / local and Ray's overhead per evaluation (slot seconds Ray - local).
@@ -13,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import json
 import statistics
 import sys
@@ -65,13 +68,17 @@ async def _bench(args: argparse.Namespace) -> dict:
     task = load_any_task(args.task)
     if task.kind != "program":
         raise UsageError(f"task {task.name} is a {task.kind} task; bench-evaluator evaluates program tasks")
-    s = task.settings
-    limits = SandboxLimits(wall_s=s.eval_timeout_s, memory_mb=s.eval_memory_mb, nproc=s.eval_nproc,
-                           threads=s.eval_threads)
+    limits = task.settings.limits()
     n, c = args.evaluations, args.concurrency
     local = LocalEvaluator(Sandbox(limits, concurrency=c))
+    # The price of the candidate's own process: the same sandbox with the candidate imported into
+    # the evaluator's process (what [program] eval_candidate_process = false does).
+    shared = LocalEvaluator(Sandbox(dataclasses.replace(limits, candidate_process=False), concurrency=c))
     out = {"task": task.name, "evaluations": n, "concurrency": c, "repeats": args.repeats,
-           "local": await _measure(local, task, n, c, args.repeats)}
+           "local": await _measure(local, task, n, c, args.repeats),
+           "local_shared": await _measure(shared, task, n, c, args.repeats)}
+    out["candidate_process_overhead_s_per_eval"] = round(
+        out["local"]["slot_s_per_eval"] - out["local_shared"]["slot_s_per_eval"], 4)
     ray_ev = RayEvaluator(EvaluatorConfig(backend="ray", address=args.ray_address, local_num_cpus=c, num_cpus=1,
                                           max_in_flight=c), limits, frozenset())
     t0 = time.perf_counter()
@@ -89,7 +96,7 @@ async def _bench(args: argparse.Namespace) -> dict:
 
 
 def table(r: dict) -> str:
-    lo, ra = r["local"], r["ray"]
+    lo, ra, sh = r["local"], r["ray"], r["local_shared"]
     rows = [
         (f"bench-evaluator: {r['task']}, {r['evaluations']} evaluations at concurrency {r['concurrency']}, "
          f"median of {r['repeats']} rounds (after one warm-up round)"),
@@ -102,6 +109,9 @@ def table(r: dict) -> str:
          f"{' '.join(f'{w:.2f}' for w in ra['walls_s']):>16}"),
         (f"ray start-up {ra['startup_s']:.2f} s ({ra['where']}); overhead per evaluation "
          f"{r['ray_overhead_s_per_eval']:+.4f} slot s"),
+        (f"candidate in its own process (local) against sharing the evaluator's: {lo['evals_per_s']:.3f} against "
+         f"{sh['evals_per_s']:.3f} evaluations / s ({lo['evals_per_s'] / sh['evals_per_s']:.3f}x), "
+         f"{r['candidate_process_overhead_s_per_eval']:+.4f} slot s per evaluation"),
     ]
     return "\n".join(rows)
 

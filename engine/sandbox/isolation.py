@@ -26,9 +26,11 @@ import sys
 import tempfile
 from dataclasses import dataclass, replace
 from functools import lru_cache
+from pathlib import Path
 
 from engine.sandbox import channel, uids
 from engine.sandbox.cgroups import find_pids_base
+from engine.sandbox.readable import readable_paths
 
 _SECRET = re.compile(r"(_API_KEY|_TOKEN|_SECRET|SECRET_|_PASSWORD|_CREDENTIALS?)$|SECRET|PASSWORD|API_KEY", re.I)
 _PROXY = re.compile(r"^(http|https|ftp|all|no|socks)_proxy$", re.I)
@@ -143,8 +145,12 @@ def describe(iso: Isolation) -> str:
         net = "no TCP (Landlock), Python sockets refused by an audit hook"
     else:
         net = "network reachable by native code (Python sockets refused by an audit hook)"
-    parts = {"files": files, "/proc": procs, "leftover processes": cleanup, "process cap": cap, "network": net,
-             "results": "over a supervisor-held pipe with a nonce"}
+    reads = ("only the system, the interpreter, the task folder, scratch and declared paths (Landlock)"
+             if iso.landlock else "NOT confined (no Landlock): evaluated code reads whatever "
+             + ("the evaluation's uid can" if iso.uid_switch else "this user can"))
+    parts = {"files": files, "reads": reads, "/proc": procs, "leftover processes": cleanup, "process cap": cap, "network": net,
+             "results": ("over a supervisor-held pipe with a nonce; an imported Python candidate runs in "
+                         "its own process")}
     return "; ".join(f"{k}: {v}" for k, v in parts.items())
 
 
@@ -175,8 +181,9 @@ def probe(iso: Isolation, python: str | None = None) -> str:
         os.mkdir(scratch)
         os.mkdir(outside)
         os.chmod(root, 0o755)
+        reads = readable_paths(python or sys.executable, Path(scratch), channel.SUPPORT_DIR) if iso.landlock else None
         spec = {"probe": True, "scratch": scratch, "probe_outside": outside, "wall_s": 20, "limits": {},
-                "confine": confine_spec(iso, lease.uid if lease else None)}
+                "confine": confine_spec(iso, lease.uid if lease else None, reads)}
         nonce = channel.new_nonce()
         spec_fd = channel.spec_pipe(spec, nonce)
         res_r, res_w = os.pipe()

@@ -80,15 +80,19 @@ class SafeUnpickler(pickle._Unpickler):
         return self._pload(pid)
 
 
-def is_plain(obj):
-    """Sent by value from the candidate process; anything else becomes a handle."""
+def is_plain(obj, trusted_dirs=()):
+    """Sent by value from the candidate process; anything else becomes a handle. Instances of the
+    task folder's own classes (an Enum of moves, a result record) go by value too: the other side
+    rebuilds them with its own copy of the class."""
     kind = type(obj)
+    if trusted_dirs and allowed_global(getattr(kind, "__module__", "") or "", kind.__qualname__, trusted_dirs):
+        return True
     if kind in (type(None), bool, int, float, complex, str, bytes, bytearray, list, tuple, dict, set, frozenset,
                 range, slice):
         return True
     if isinstance(obj, (type, types.FunctionType, types.BuiltinFunctionType)):
         # Globals the other side accepts (numpy's reconstructors, builtin types) go by reference.
-        return allowed_global(getattr(obj, "__module__", "") or "", getattr(obj, "__qualname__", ""))
+        return allowed_global(getattr(obj, "__module__", "") or "", getattr(obj, "__qualname__", ""), trusted_dirs)
     np = __import__("sys").modules.get("numpy")
     if np is None:
         return False

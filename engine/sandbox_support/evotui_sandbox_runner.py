@@ -116,6 +116,12 @@ def _probe(spec):
         return {"ok": False, "error": f"wrote {outside} outside scratch"}
     except OSError:
         pass  # expected: confinement holds
+    if spec["confine"].get("read_paths") is not None:
+        try:
+            os.listdir(spec["probe_outside"])
+            return {"ok": False, "error": f"listed {spec['probe_outside']}: reads are not confined"}
+        except OSError:
+            pass  # expected: reads confined to the listed paths
     with open(os.__file__, "rb") as fh:
         fh.read(1)  # the interpreter's library is readable (uid mode)
     if not os.access(sys.executable, os.X_OK):
