@@ -142,3 +142,30 @@ def test_limits_carry_the_task_settings():
     limits = ProgramSettings(eval_read_paths=["~/.rustup"], eval_candidate_process=False).limits()
     assert limits.read_paths == ("~/.rustup",) and limits.candidate_process is False
     assert dataclasses.replace(limits).read_paths == ("~/.rustup",)
+
+
+def test_python_subprocesses_of_the_evaluator_get_no_sockets_either(tmp_path):
+    """The mode without a network namespace refuses Python sockets by an audit hook; a Python
+    subprocess that the evaluator starts has it too (guard_site/sitecustomize.py)."""
+    import socket
+
+    iso = mode_isolation("bare")
+    assert not iso.network
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+    port = server.getsockname()[1]
+    ev = tmp_path / "evaluator.py"
+    ev.write_text(f"""
+import subprocess, sys
+CHILD = "import socket; s = socket.socket(); s.settimeout(5); s.connect(('127.0.0.1', {port})); print('connected')"
+def evaluate(p):
+    out = subprocess.run([sys.executable, "-c", CHILD], capture_output=True, text=True, timeout=30)
+    return {{"combined_score": 1.0, "child": (out.stdout + out.stderr)[-300:]}}
+""")
+    try:
+        res = asyncio.run(Sandbox(SandboxLimits(wall_s=60), isolation=iso, scratch_root=tmp_path).evaluate(ev, "x = 1\n"))
+    finally:
+        server.close()
+    assert res.ok, res.reason
+    assert "connected" not in res.feedback["child"] and "network access is disabled" in res.feedback["child"]
