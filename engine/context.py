@@ -87,6 +87,8 @@ class RunContext:
     """engine.llm.local.LocalServer of local:// endpoints; stopped by EngineRun.close()."""
     ledger: Ledger | None = None
     """The only writer of the pool (engine/ledger.py); set by the task's stage handlers."""
+    setup_warnings: list[str] = field(default_factory=list)
+    """Found while setting the run up (an endpoint's preflight notices); front ends print them once."""
 
     def elapsed(self) -> float:
         return time.monotonic() - self.started_mono

@@ -135,7 +135,8 @@ async def build_context(run_id: str, config: RunConfig, task: PromptTask, store:
         if local is not None:
             local.stop()
         code = exc.exit_code if isinstance(exc, SetupError) else 3
-        raise SetupError(str(exc), exit_code=code) from None
+        origin = endpoint_origin(task, config) if isinstance(exc, LLMError) and exc.kind == "connect" else ""
+        raise SetupError(str(exc) + origin, exit_code=code) from None
     rng = random.Random(config.seed)
     backend = f"simulated:{config.sim.profile}" if config.uses_sim else redact_url(config.task_llm.url)
     if local is not None:
@@ -158,7 +159,21 @@ async def build_context(run_id: str, config: RunConfig, task: PromptTask, store:
         local_server=local,
         val_order=ValidationOrder(task.val_ids, config.pipeline.reorder_k),
     )
+    ctx.setup_warnings.extend(n for client in clients for n in getattr(client, "notices", ()))
     return ctx, sim_state
+
+
+def endpoint_origin(task, config: RunConfig) -> str:
+    """Where an unreachable endpoint came from when the task's own files named it (an OpenEvolve
+    config.yaml's llm.api_base, a task.toml [defaults]), and the two ways out."""
+    named = ((getattr(task, "defaults", None) or {}).get("task_llm") or {}).get("url")
+    if not named or named.rstrip("/") != config.task_llm.url.rstrip("/"):
+        return ""
+    folder = Path(getattr(task, "path", "."))
+    where = (f"{folder / 'config.yaml'} (llm.api_base)" if getattr(task, "format", "") == "openevolve"
+             else f"{folder / 'task.toml'} ([defaults.task_llm] url)")
+    return (f"; that endpoint comes from {where}: run on the simulated backend with --llm sim, or name "
+            "another server with --llm-url URL --model NAME")
 
 
 def restore_stored_run(ctx: RunContext, record) -> list[WorkItem]:

@@ -214,6 +214,6 @@ async def open_run(args: argparse.Namespace):
         if notice:
             print(notice, file=sys.stderr)
         run = await EngineRun.resume(args.db, args.run_id, budget_layer(args), {**endpoints, **evaluator_layer(args)})
-    for warning in getattr(run.ctx.task, "warnings", ()):
+    for warning in [*getattr(run.ctx.task, "warnings", ()), *getattr(run.ctx, "setup_warnings", ())]:
         print(f"evotui: warning: {warning}", file=sys.stderr)
     return run

@@ -69,6 +69,8 @@ class LLMClient:
         """The endpoint as shown everywhere (messages, CallRecords, snapshots): no credentials."""
         self.name = name
         self.model = cfg.model
+        self.notices: list[str] = []
+        """What the preflight found worth a warning but not a refusal (a model the server does not list)."""
         self._cfg = cfg
         self._on_call = on_call
         self._sleep = sleep
@@ -354,6 +356,9 @@ class LLMClient:
             return await self._probe_slots()
         if len(models) == 1 and models[0].get("owned_by") == "llamacpp":
             return await self._probe_slots()  # llama.cpp serves one model and ignores `model`
+        # Servers route names they do not list (aliases, OpenRouter-style providers, proxies): the
+        # first request decides, and a 404 there is the fatal model_not_found.
         shown = ", ".join(ids[:10]) + (f" (+{len(ids) - 10} more)" if len(ids) > 10 else "")
-        return LLMError("model_not_found", f"model '{self.model}' not found at {self.base_url}; "
-                        f"available: {shown}; pass --model with one of them")
+        self.notices.append(f"model '{self.model}' is not listed at {self.base_url} (available: {shown}); "
+                            "sending it anyway, the server decides (pass --model with one of them if it refuses)")
+        return await self._probe_slots()
