@@ -1,6 +1,7 @@
 """Run configuration: pydantic v2 models that refuse unknown keys, loaded from TOML.
 
-Precedence: defaults < task.toml [defaults] < --config FILE < CLI flags the user typed.
+Precedence: defaults < task.toml [defaults] < --config FILE < EVOTUI_<SECTION>__<KEY> environment
+variables (engine/config_env.py) < CLI flags the user typed.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 from engine.pipeline.modes import mode_named
 from engine.service_config import EvaluatorConfig, RouteConfig, StrictModel
 from engine.strategy_config import StrategyConfig
+from engine.tracking.settings import TrackingConfig
 
 SIM_URL = "sim://"
 LOCAL_URL = "local://"
@@ -358,6 +360,8 @@ class RunConfig(StrictModel):
     budget: BudgetConfig = Field(default_factory=BudgetConfig)
     evaluator: EvaluatorConfig = Field(default_factory=EvaluatorConfig)
     store: StoreConfig = Field(default_factory=StoreConfig)
+    tracking: TrackingConfig = Field(default_factory=TrackingConfig)
+    """Experiment trackers (MLflow, W&B) the run logs to (engine/tracking)."""
     program: dict = Field(default_factory=dict)
     """Program-task settings over the task's own ([program] keys of task.toml; checked when the
     task is loaded), e.g. from an OpenEvolve config.yaml given with --config."""
