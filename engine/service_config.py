@@ -71,6 +71,31 @@ class EvaluatorConfig(StrictModel):
     RAY_AUTH_TOKEN_PATH or ~/.ray/auth_token). Only with address: the run's own instance makes a
     token of its own."""
 
+    gpus: Literal["auto"] | list[str | int] | None = None
+    """local: GPU slots (README "GPU slots"): "auto" (NVIDIA_VISIBLE_DEVICES, else nvidia-smi), a list
+    of device ids/UUIDs, or None (evaluations see the machine's devices unchanged). Each evaluation
+    sees only its slot's device, with compile caches of its own."""
+    evals_per_gpu: int = Field(default=1, gt=0)
+    """local: evaluations that share one GPU at once (slots = GPUs x this)."""
+    gpu_memory_fraction: float | None = Field(default=None, gt=0, le=1)
+    """local: share of a GPU's memory each evaluation may take where the framework honours one
+    (JAX; EVOTUI_GPU_MEMORY_FRACTION for the evaluator's own use); None = 0.9 / evals_per_gpu when
+    evaluations share a GPU, else the framework's default."""
+    gpu_vendor: Literal["cuda", "rocm"] = "cuda"
+    """cuda: CUDA_VISIBLE_DEVICES selects the slot's device; rocm: ROCR_VISIBLE_DEVICES does."""
+
+    @field_validator("gpus")
+    @classmethod
+    def _gpus(cls, v):
+        if v is None or v == "auto":
+            return v
+        ids = [str(d).strip() for d in v]
+        if not ids or any(not d for d in ids):
+            raise ValueError('must be "auto", a non-empty list of device ids, or unset')
+        if len(set(ids)) != len(ids):
+            raise ValueError(f"lists a device twice: {ids}")
+        return ids
+
     @field_validator("address")
     @classmethod
     def _address(cls, v: str | None) -> str | None:
@@ -81,6 +106,12 @@ class EvaluatorConfig(StrictModel):
         if not host or not port.isdigit() or not 0 < int(port) < 65536:
             raise ValueError('must be "auto", "HOST:PORT" or "ray://HOST:PORT"')
         return v
+
+    @model_validator(mode="after")
+    def _gpus_are_local(self) -> EvaluatorConfig:
+        if self.gpus is not None and self.backend == "ray":
+            raise ValueError("gpus are slots of local evaluations; with backend = \"ray\" set num_gpus instead")
+        return self
 
     @model_validator(mode="after")
     def _token_needs_a_cluster(self) -> EvaluatorConfig:

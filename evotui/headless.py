@@ -57,6 +57,9 @@ def report(term: Terminal, run: EngineRun, result: RunResult, resume_hint: str) 
     JSON summary on stdout (if stdout went with the terminal, it is in the database: `evotui show`)."""
     for warning in run.warnings:
         term.say(f"evotui: warning: {warning}")
+    if result.summary.get("seed_failed"):
+        term.say(f"evotui: warning: the seed failed its evaluator ({result.summary['seed_failed']}); it counted as "
+                 "generation 0 with score 0")
     if result.status == "failed":
         term.say(f"evotui: run failed: {result.reason}")
     elif result.exit_code == EXIT_IO:
@@ -84,13 +87,22 @@ def closing_line(summary: dict) -> str:
             f"{s.get('llm_calls', 0)} LLM calls in {s.get('wall_s', 0):.1f} s{sim}; strategy {s.get('strategy', '-')}")
 
 
-def progress_line(s: EngineSnapshot, width: int = 200) -> str:
+def gpu_slots_text(run: EngineRun) -> str:
+    """" gpu busy/slots", with per-GPU counts, when evaluations lease GPU slots; else ""."""
+    slots = (run.orchestrator.handlers.figures().get("evaluator") or {}).get("gpu_slots") or {}
+    if "slots" not in slots:
+        return ""
+    per = " ".join(f"{d}:{n}" for d, n in slots["by_gpu"].items())
+    return f" gpu {slots['busy']}/{slots['slots']} ({per})"
+
+
+def progress_line(s: EngineSnapshot, width: int = 200, gpu: str = "") -> str:
     """A progress line: the compact form fits 80 columns; wider terminals get queues and LLM use.
-    Accepted counts merges too: they are shown apart (merges are not proposals)."""
+    Accepted counts merges too: they are shown apart (merges are not proposals). gpu: busy slots."""
     elapsed = f"{s.elapsed_s:5.1f}s" if s.elapsed_s < 1000 else f"{s.elapsed_s / 60:.0f}m"  # minutes keep it short
     merges = f" merges {s.merges_accepted}" if s.merges_accepted else ""
     compact = (f"[{elapsed} {s.state}] v{s.pool_version} best {_score(s.best_score)} prop {s.proposal_attempts} "
-               f"acc {s.accepted} rej {s.rejected} fail {s.failed}{merges}")
+               f"acc {s.accepted} rej {s.rejected} fail {s.failed}{merges}{gpu}")
     if width < 120:
         return compact
     queues = " ".join(f"{st.name}:{st.depth}/{st.busy}/{st.workers}" for st in s.stages)
@@ -123,7 +135,7 @@ async def _write_events(sub: Subscription, out: TextIO) -> None:
 async def _progress(run: EngineRun, every_s: float, term: Terminal) -> None:
     while True:
         await asyncio.sleep(every_s)
-        term.say(progress_line(run.snapshot(), _width(term.err)))
+        term.say(progress_line(run.snapshot(), _width(term.err), gpu_slots_text(run)))
 
 
 async def drive(run: EngineRun, *, events_path: Path | None, progress_every: float, quiet: bool,
@@ -174,7 +186,7 @@ async def drive(run: EngineRun, *, events_path: Path | None, progress_every: flo
             tasks.append(asyncio.create_task(_progress(run, progress_every, term)))
         result = await run.run()
         if not quiet:  # the last progress line is the final state
-            term.say(progress_line(run.snapshot(), _width(term.err)))
+            term.say(progress_line(run.snapshot(), _width(term.err), gpu_slots_text(run)))
         if tasks and events_path is not None:
             # Let the event writer flush what the run published last.
             await asyncio.wait_for(asyncio.shield(tasks[0]), timeout=5)

@@ -45,6 +45,9 @@ def add_evaluator_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--evaluator", choices=["local", "ray"], help="local: sandbox subprocesses here (default); ray: the "
                    "same sandbox in Ray tasks (without --ray-address, a local Ray instance for the run)")
     g.add_argument("--ray-address", metavar="ADDR", help='the Ray cluster: "auto", HOST:PORT or ray://HOST:PORT')
+    g.add_argument("--gpus", metavar="auto|ID,ID|none", help="local: GPU slots, each evaluation sees one device "
+                   '("auto": NVIDIA_VISIBLE_DEVICES or nvidia-smi; default: devices left as they are)')
+    g.add_argument("--evals-per-gpu", type=int, metavar="N", help="local: evaluations sharing one GPU at once")
 
 
 def evaluator_layer(args: argparse.Namespace) -> dict:
@@ -54,6 +57,14 @@ def evaluator_layer(args: argparse.Namespace) -> dict:
     if getattr(args, "ray_address", None):
         out["address"] = args.ray_address
         out.setdefault("backend", "ray")
+    gpus = getattr(args, "gpus", None)
+    if gpus is not None:
+        ids = [d.strip() for d in gpus.split(",") if d.strip()]
+        if gpus.strip() not in ("auto", "none") and not ids:
+            raise ConfigError(f'--gpus {gpus!r}: give "auto", "none" or device ids such as 0,1')
+        out["gpus"] = None if gpus.strip() == "none" else "auto" if gpus.strip() == "auto" else ids
+    if getattr(args, "evals_per_gpu", None) is not None:
+        out["evals_per_gpu"] = args.evals_per_gpu
     return {"evaluator": out} if out else {}
 
 

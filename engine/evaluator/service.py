@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from engine.sandbox import EvalResult, Sandbox, SandboxLimits
+from engine.sandbox.gpu_slots import GpuSetupError, build_slots
 
 if TYPE_CHECKING:  # the Ray workers import this package: it stays free of pydantic at run time
     from engine.service_config import EvaluatorConfig
@@ -47,8 +48,10 @@ class LocalEvaluator:
 
     backend = "local"
 
-    def __init__(self, sandbox: Sandbox) -> None:
+    def __init__(self, sandbox: Sandbox, gpu_note: str = "") -> None:
         self.sandbox = sandbox
+        self.gpu_note = gpu_note
+        """Why there are no GPU slots though gpus = "auto" asked for them."""
 
     async def evaluate(self, evaluator: Path, program_text: str, *, mode: str = "openevolve",
                        cascade: bool = False, thresholds: list[float] | None = None,
@@ -58,8 +61,13 @@ class LocalEvaluator:
 
     def figures(self) -> dict:
         sb = self.sandbox
-        return {"backend": self.backend, "sandbox": sb.note, "concurrency": sb.concurrency,
-                "running": sb.running, "completed": sb.completed}
+        out = {"backend": self.backend, "sandbox": sb.note, "concurrency": sb.concurrency,
+               "running": sb.running, "completed": sb.completed}
+        if sb.gpu_slots is not None:
+            out["gpu_slots"] = sb.gpu_slots.figures()
+        elif self.gpu_note:
+            out["gpu_slots"] = {"note": self.gpu_note}
+        return out
 
     async def aclose(self) -> None:
         return None
@@ -72,4 +80,9 @@ def build_evaluator(cfg: EvaluatorConfig, limits: SandboxLimits, concurrency: in
         from engine.evaluator.ray_backend import RayEvaluator
 
         return RayEvaluator(cfg, limits, secret_vars)
-    return LocalEvaluator(Sandbox(limits, concurrency=concurrency, secret_vars=secret_vars))
+    try:
+        slots, note = build_slots(cfg.gpus, cfg.evals_per_gpu, cfg.gpu_vendor, cfg.gpu_memory_fraction)
+    except GpuSetupError as exc:
+        raise EvaluatorSetupError(str(exc)) from None
+    sandbox = Sandbox(limits, concurrency=concurrency, secret_vars=secret_vars, gpu_slots=slots)
+    return LocalEvaluator(sandbox, note)

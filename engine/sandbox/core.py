@@ -20,11 +20,13 @@ import signal
 import sys
 import tempfile
 import time
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 
 from engine.sandbox import channel, uids
 from engine.sandbox.cgroups import PidsGroup
+from engine.sandbox.gpu_slots import GpuSlots, Slot, strip_device_vars
 from engine.sandbox.channel import SUPPORT_DIR
 from engine.sandbox.isolation import Isolation, confine_spec, detect, scrubbed_env
 from engine.sandbox.readable import readable_paths
@@ -96,8 +98,11 @@ class Sandbox:
 
     def __init__(self, limits: SandboxLimits | None = None, concurrency: int = 2,
                  isolation: Isolation | None = None, python: str | None = None,
-                 scratch_root: str | Path | None = None, secret_vars: frozenset[str] = frozenset()) -> None:
+                 scratch_root: str | Path | None = None, secret_vars: frozenset[str] = frozenset(),
+                 gpu_slots: GpuSlots | None = None) -> None:
         self.limits = limits or SandboxLimits()
+        self.gpu_slots = gpu_slots
+        """Each evaluation leases one (engine/sandbox/gpu_slots.py); None: devices left as they are."""
         self.secret_vars = secret_vars
         """Environment variables never passed to evaluated code (the run's API key variables)."""
         self.isolation = isolation or detect()
@@ -119,11 +124,11 @@ class Sandbox:
                        limits: SandboxLimits | None = None, program_name: str = "program.py") -> EvalResult:
         """Evaluate program_text with an OpenEvolve-style evaluator.py (mode "openevolve") or a
         ShinkaEvolve evaluate.py (mode "shinka")."""
-        async with self._sem:
+        async with self._sem, (self.gpu_slots.lease() if self.gpu_slots else nullcontext()) as slot:
             self.running += 1
             try:
                 return await self._run(Path(evaluator).resolve(), program_text, mode, cascade, thresholds or [],
-                                       limits or self.limits, program_name)
+                                       limits or self.limits, program_name, slot)
             finally:
                 self.running -= 1
                 self.completed += 1
@@ -147,7 +152,7 @@ class Sandbox:
                           f"{blocked[0]} is not readable by other users")
 
     async def _run(self, evaluator: Path, program_text: str, mode: str, cascade: bool, thresholds: list[float],
-                   limits: SandboxLimits, program_name: str) -> EvalResult:
+                   limits: SandboxLimits, program_name: str, slot: Slot | None = None) -> EvalResult:
         scratch = Path(tempfile.mkdtemp(prefix=f"evotui-eval-{self.tag}-", dir=self.scratch_root))
         t0 = time.monotonic()
         iso, warning = self._confinement(evaluator)
@@ -155,7 +160,7 @@ class Sandbox:
         lease = uids.UidLease() if iso.uid_switch else None
         try:
             res = await self._run_in(scratch, evaluator, program_text, mode, cascade, thresholds, limits,
-                                     program_name, t0, group, iso, lease.uid if lease else None)
+                                     program_name, t0, group, iso, lease.uid if lease else None, slot)
             if warning:
                 res.warnings.append(warning)
             return res
@@ -168,7 +173,7 @@ class Sandbox:
 
     async def _run_in(self, scratch: Path, evaluator: Path, program_text: str, mode: str, cascade: bool,
                       thresholds: list[float], limits: SandboxLimits, program_name: str, t0: float,
-                      group: PidsGroup, iso: Isolation, uid: int | None) -> EvalResult:
+                      group: PidsGroup, iso: Isolation, uid: int | None, slot: Slot | None = None) -> EvalResult:
         program = scratch / program_name
         program.write_text(program_text, encoding="utf-8")
         cpu_s = limits.cpu_s or int(math.ceil(limits.wall_s)) + 1
@@ -183,7 +188,11 @@ class Sandbox:
                        "nproc": limits.nproc if (iso.prefix or uid is not None) else None},
         }
         nonce = channel.new_nonce()
-        env = scrubbed_env(dict(os.environ), home=str(scratch), threads=limits.threads, secret_vars=self.secret_vars)
+        base, gpu_env = dict(os.environ), None
+        if slot is not None and self.gpu_slots is not None:
+            base, gpu_env = strip_device_vars(base), self.gpu_slots.env(slot, scratch)
+        env = scrubbed_env(base, home=str(scratch), threads=limits.threads, extra=gpu_env,
+                           secret_vars=self.secret_vars)
         spec_fd = channel.spec_pipe(spec, nonce)
         res_r, res_w = os.pipe()
         try:
