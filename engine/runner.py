@@ -34,6 +34,7 @@ from engine.pipeline.modes import throughput_default
 from engine.stages.kinds import build_handlers, strategy_for
 from engine.tasks.loader import load_any_task, with_program_settings
 from engine.tasks.prompt_task import TaskError
+from engine.tracking.session import TrackingSession
 
 # SetupError lives with the set-up code; front ends import it from here, next to EngineRun.
 __all__ = ["EngineRun", "RunResult", "SetupError", "new_run_id"]
@@ -240,6 +241,7 @@ class EngineRun:
     # -- the run --------------------------------------------------------------------------
     async def run(self) -> RunResult:
         ctx = self.ctx
+        tracking = TrackingSession.open(self)  # None without [tracking]; an observer off the hot path
         ctx.bus.publish(
             ev.RunStarted(run_id=ctx.run_id, task=ctx.task.name, mode=ctx.config.pipeline.mode,
                           policy=ctx.policy.name, backend=ctx.backend, resumed=self.resumed,
@@ -279,6 +281,9 @@ class EngineRun:
                     status, reason, exit_code = "interrupted", self._store_failure(exc), EXIT_IO
                     summary = {**summary, "status": status, "stop_reason": reason}
                 await mark_interrupted(self.db_path, ctx.run_id, self.warnings)
+            if tracking is not None:  # after close: the export reads what the database holds
+                self.warnings += await tracking.finish(self, summary, status)
+                summary = {**summary, "tracking": tracking.report()}
         if status == "interrupted" and exit_code == 0:
             exit_code = 130
         return RunResult(status=status, reason=reason, summary=summary, exit_code=exit_code)
