@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
 from engine.config import ConfigError, EndpointConfig, read_toml
+from engine.config_env import env_layers
 
 BUDGET_FLAGS = {
     "max_proposals": "max_proposals",
@@ -167,6 +169,7 @@ def config_layers(args: argparse.Namespace) -> list[tuple[str, dict]]:
     layers: list[tuple[str, dict]] = list(below)
     if args.config is not None:
         layers.append((str(args.config), read_config_file(args.config)))
+    layers.extend(env_layers(os.environ))  # EVOTUI_<SECTION>__<KEY>: above the file, below the flags
     simple = {
         "llm_url": "task_llm.url",
         "model": "task_llm.model",
