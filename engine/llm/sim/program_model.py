@@ -8,8 +8,10 @@ produced the current program". It answers with real patches built by program-awa
 perturb a numeric constant inside the EVOLVE-BLOCK, take a line from another program, revert
 the last change, make a structural edit (swap two adjacent independent statements, flip a
 comparison, an arithmetic operator, min/max or a boolean connective; this is how programs with no
-constants still evolve), and, at the rates below, emit malformed blocks, SEARCH text that is not in the
-program, edits outside the EVOLVE-BLOCK, syntax errors, or re-indented (still valid) blocks.
+constants still evolve; when none of these applies, add a term to an expression, code_growth.py),
+and, at the rates below, emit malformed blocks, SEARCH text that is not in the program, edits
+outside the EVOLVE-BLOCK, syntax errors, or re-indented (still valid) blocks. ``choose_edit`` is
+the edit model every layout shares (tagged_program.py renders it in tagged sections).
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import re
 
 from engine.code.evolve_blocks import RegionError, find_regions
 from engine.code.languages import PYTHON, LanguageSpec, by_fence
-from engine.llm.sim import directions
+from engine.llm.sim import code_growth, directions
 
 P_MALFORMED = 0.05
 """A SEARCH/REPLACE block without its ======= or >>>>>>> REPLACE line."""
@@ -267,33 +269,33 @@ def _broken(code: str, rng: random.Random, lang: LanguageSpec = PYTHON) -> str:
     return f"Restructure a line.\n<<<<<<< SEARCH\n{line}\n=======\n{line.rstrip(':')} ((:\n>>>>>>> REPLACE"
 
 
-def propose(messages: list[dict], text_of, rng: random.Random) -> str:
-    """Reply to a program-task proposal request (first attempt or retry)."""
-    system = "\n".join(text_of(m.get("content")) for m in messages if m.get("role") == "system")
-    users = [text_of(m.get("content")) for m in messages if m.get("role") == "user"]
-    first = users[0] if users else ""
-    fmt = request_format(system, first) or "diff"
-    m = _PARENT.search(first) or _ANY_PARENT.search(first)
-    if not m:
-        return "I could not find the current program in the request."
-    lang, code = by_fence(m.group(1)) or PYTHON, m.group(2)
-    retry = len(users) > 1 and users[-1].startswith("## Patch errors")
+def find_parent(text: str) -> tuple[LanguageSpec, str] | None:
+    """(language, code) of the current program a request shows under a current-program heading."""
+    m = _PARENT.search(text) or _ANY_PARENT.search(text)
+    return (by_fence(m.group(1)) or PYTHON, m.group(2)) if m else None
+
+
+def choose_edit(code: str, lang: LanguageSpec, fmt: str, request: str, others: list[str],
+                change: str | None, retry: bool, rng: random.Random) -> tuple[str, list[tuple[str, str]] | str | None]:
+    """The edit model, shared by every layout: (reason, edits), or (reason, raw SEARCH/REPLACE
+    text) for a failure path, or (reason, None) when nothing can be changed. ``request`` is the
+    prose that may state directions, ``others`` other programs shown, ``change`` the diff that
+    produced the parent (if shown). The random draws are the same whoever asks."""
     p_bad = 1 - P_FIX_ON_RETRY if retry else P_MALFORMED + P_NOT_FOUND + P_OUTSIDE + P_SYNTAX
     if fmt == "diff" and rng.random() < p_bad:
-        return _broken(code, rng, lang)
+        reason, _, blocks = _broken(code, rng, lang).partition("\n")
+        return reason, blocks
     edits, reason = None, ""
-    directed = _directed_targets(code, first, lang)
+    directed = _directed_targets(code, request, lang)
     if directed and rng.random() < P_FOLLOW:  # no draw without a direction: unguided replies unchanged
         row, target, up = rng.choice(directed)
         edits = _directed(code, row, target, up, rng, lang)
         reason = f"Follow the stated direction: {'raise' if up else 'lower'} {target}."
     if not edits:
         roll = rng.random()
-        change = _CHANGE.search(first)
-        if roll < P_REVERT and change:
-            edits, reason = _revert(code, change.group(1)), "The last change looks harmful; revert it."
+        if roll < P_REVERT and change is not None:
+            edits, reason = _revert(code, change), "The last change looks harmful; revert it."
         elif roll < P_REVERT + P_BORROW:
-            others = _OTHER.findall(first)
             edits, reason = (_borrow(code, others, rng, lang) if others else None), "Adopt a setting from a better program."
     if not edits and rng.random() >= P_STRUCTURAL:
         edits, reason = _perturb(code, rng, lang), "Tune a constant of the construction."
@@ -303,6 +305,32 @@ def propose(messages: list[dict], text_of, rng: random.Random) -> str:
             edits, reason = structural
     if not edits:
         edits, reason = _perturb(code, rng, lang), "Tune a constant of the construction."
+    if not edits:  # nothing else applies (no constant, no step to swap or flip): grow the code
+        grown = code_growth.added_term(code.splitlines(), _editable_lines(code, lang), rng, lang)
+        if grown is not None:
+            edits, reason = grown
+    return reason, edits or None
+
+
+NO_CHANGE = "The program has no constant and no step I can change; I have no change to propose."
+
+
+def propose(messages: list[dict], text_of, rng: random.Random) -> str:
+    """Reply to a program-task proposal request (first attempt or retry)."""
+    system = "\n".join(text_of(m.get("content")) for m in messages if m.get("role") == "system")
+    users = [text_of(m.get("content")) for m in messages if m.get("role") == "user"]
+    first = users[0] if users else ""
+    fmt = request_format(system, first) or "diff"
+    parent = find_parent(first)
+    if not parent:
+        return "I could not find the current program in the request."
+    lang, code = parent
+    retry = len(users) > 1 and users[-1].startswith("## Patch errors")
+    change = _CHANGE.search(first)
+    reason, edits = choose_edit(code, lang, fmt, first, _OTHER.findall(first),
+                                change.group(1) if change else None, retry, rng)
+    if isinstance(edits, str):
+        return f"{reason}\n{edits}"
     if not edits:
-        return "The program has no constant and no step I can change; I have no change to propose."
+        return NO_CHANGE
     return _render(code, edits, fmt, rng, reason, lang)
