@@ -107,6 +107,9 @@ def build_parser() -> argparse.ArgumentParser:
     from evotui import recover_cmd
 
     recover_cmd.add_parser(sub)  # evotui recover DB OUT: salvage a damaged database
+    from evotui import config_cmd
+
+    config_cmd.add_parser(sub)  # evotui config schema / show
 
     rst = sub.add_parser("restore", help="make an earlier validated artifact the run's active best (audited)")
     rst.add_argument("run_id", help="run id (see `evotui runs`)")
@@ -241,6 +244,10 @@ def _dispatch(args: argparse.Namespace) -> int:
         from evotui import recover_cmd
 
         return recover_cmd.main(args)
+    if args.command == "config":
+        from evotui import config_cmd
+
+        return config_cmd.main(args)
     if args.command == "sim-server":
         from evotui import sim_server
 
