@@ -29,7 +29,9 @@ from engine.sandbox.cgroups import PidsGroup
 from engine.sandbox.gpu_slots import GpuSlots, Slot, strip_device_vars
 from engine.sandbox.channel import SUPPORT_DIR
 from engine.sandbox.isolation import Isolation, confine_spec, detect, scrubbed_env
+from engine.sandbox.limit_hints import with_hint
 from engine.sandbox.readable import readable_paths
+from engine.sandbox.toolchains import toolchain_env
 from engine.sandbox.results import TAIL_CHARS, EvalResult, interpret, signal_reason
 
 __all__ = ["EvalResult", "SUPPORT_DIR", "Sandbox", "SandboxLimits"]
@@ -127,8 +129,9 @@ class Sandbox:
         async with self._sem, (self.gpu_slots.lease() if self.gpu_slots else nullcontext()) as slot:
             self.running += 1
             try:
-                return await self._run(Path(evaluator).resolve(), program_text, mode, cascade, thresholds or [],
-                                       limits or self.limits, program_name, slot)
+                res = await self._run(Path(evaluator).resolve(), program_text, mode, cascade, thresholds or [],
+                                      limits or self.limits, program_name, slot)
+                return with_hint(res, limits or self.limits)
             finally:
                 self.running -= 1
                 self.completed += 1
@@ -191,7 +194,8 @@ class Sandbox:
         base, gpu_env = dict(os.environ), None
         if slot is not None and self.gpu_slots is not None:
             base, gpu_env = strip_device_vars(base), self.gpu_slots.env(slot, scratch)
-        env = scrubbed_env(base, home=str(scratch), threads=limits.threads, extra=gpu_env,
+        env = scrubbed_env(base, home=str(scratch), threads=limits.threads,
+                           extra={**toolchain_env(base, str(scratch))[0], **(gpu_env or {})},
                            secret_vars=self.secret_vars)
         spec_fd = channel.spec_pipe(spec, nonce)
         res_r, res_w = os.pipe()
@@ -248,7 +252,8 @@ class Sandbox:
         """Read confinement needs Landlock; without it reads stay as the mode leaves them."""
         if not self.isolation.landlock:
             return None
-        return readable_paths(self.python, evaluator.parent, SUPPORT_DIR, limits.read_paths)
+        tools = toolchain_env(dict(os.environ), "")[1]
+        return readable_paths(self.python, evaluator.parent, SUPPORT_DIR, (*limits.read_paths, *tools))
 
     async def _stop(self, proc: asyncio.subprocess.Process, group: PidsGroup, uid: int | None) -> None:
         """Normal exit: sweep strays. Backstop or cancellation: let the supervisor clean up, then kill."""

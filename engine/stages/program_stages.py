@@ -38,6 +38,9 @@ from engine.sandbox import EvalResult
 from engine.selection import merge
 from engine.stages import program_prompt as prompt
 from engine.stages.base import KindHandlers
+
+SANDBOX_FAILURES = ("sandbox setup failed", "cannot start the evaluator process", "sandbox confinement failed")
+"""Seed failures that are the sandbox's, not the program's (engine/sandbox/core.py)."""
 from engine.strategy.protocols import Strategy
 
 TOKENS_PER_CALL_PRIOR = 3000.0
@@ -98,7 +101,10 @@ class ProgramStages(KindHandlers):
         """Where evaluations ran and the sandbox's isolation level (the program counters are in
         the run state): "sandbox" as before, the service's figures under "evaluator"."""
         figures = self.evaluator.figures()
-        return {"sandbox": figures.get("sandbox", ""), "evaluator": figures}
+        seed = self.ctx.pool.get(self.ctx.seed_id) if self.ctx.seed_id in self.ctx.pool else None
+        failed = seed.meta.get("seed_failed") if seed is not None else None
+        return {"sandbox": figures.get("sandbox", ""), "evaluator": figures,
+                **({"seed_failed": failed} if failed else {})}
 
     async def aclose(self) -> None:
         await self.evaluator.aclose()
@@ -145,13 +151,21 @@ class ProgramStages(KindHandlers):
         """Evaluate the initial program and commit it as pool version 1."""
         current_item.set(None)
         res = await self.run_evaluation(self.task.initial_program)
+        meta = {"metrics": res.metrics, "feedback": _feedback_of(res), "eval_s": round(res.duration_s, 3)}
         if not res.ok:
             tail = " ".join(res.stderr_tail.strip().splitlines()[-3:])
-            raise FatalRunError(f"the initial program fails its evaluator: {res.reason}"
-                                + (f" (stderr: {tail[-300:]})" if tail else ""), exit_code=2)
+            why = f"the initial program fails its evaluator: {res.reason}" + (f" (stderr: {tail[-300:]})" if tail else "")
+            if self.settings.seed_must_pass or res.reason.startswith(SANDBOX_FAILURES):
+                # A sandbox that cannot run anything would fail every proposal too: stop before any LLM call.
+                raise FatalRunError(why, exit_code=2)
+            # As OpenEvolve and ShinkaEvolve do: generation 0 scores 0 and the search goes on from it.
+            meta["seed_failed"] = res.reason
+            self.ctx.bus.publish(ev.Notice(level="warning", message=(
+                f"{why}; it is generation 0 with score 0 and the run goes on "
+                "([program] seed_must_pass = true stops here instead)")))
         seed = Artifact(artifact_id="a000000", text=self.task.initial_program, parent_ids=(), created_version=0,
-                        val_scores={SCORE_KEY: res.score}, status="seed", created_at=time.time(),
-                        meta={"metrics": res.metrics, "feedback": _feedback_of(res), "eval_s": round(res.duration_s, 3)})
+                        val_scores={SCORE_KEY: res.score if res.ok else 0.0}, status="seed", created_at=time.time(),
+                        meta=meta)
         self.ledger.seed(seed)
         self.filters.remember(seed.text)
 

@@ -55,6 +55,8 @@ class ProgramSettings(BaseModel):
     eval_timeout_s: float = Field(default=30.0, gt=0)
     eval_memory_mb: int = Field(default=2048, gt=0)
     eval_nproc: int = Field(default=64, gt=0)
+    eval_fsize_mb: int = Field(default=64, gt=0)
+    """Largest file an evaluation may write."""
     eval_threads: int = Field(default=1, gt=0)
     """OMP/MKL/OpenBLAS/NumExpr threads inside the sandbox."""
     eval_concurrency: int = Field(default=2, gt=0)
@@ -62,6 +64,9 @@ class ProgramSettings(BaseModel):
     eval_read_paths: list[str] = Field(default_factory=list)
     """Further paths evaluated code may read (toolchains or caches in a home directory, e.g. "~/.rustup");
     by default it reads only the system, the interpreter, the task folder and its scratch."""
+    seed_must_pass: bool = False
+    """A seed that fails its evaluator stops the run; by default it is generation 0 with score 0 and the
+    search goes on from it (as OpenEvolve and ShinkaEvolve do)."""
     eval_candidate_process: bool = True
     """A Python candidate that the evaluator imports runs in a process of its own, so it cannot forge
     its score; false lets it share the evaluator's process (trusting the candidate)."""
@@ -90,7 +95,8 @@ class ProgramSettings(BaseModel):
 
     def limits(self) -> SandboxLimits:
         return SandboxLimits(wall_s=self.eval_timeout_s, memory_mb=self.eval_memory_mb, nproc=self.eval_nproc,
-                             threads=self.eval_threads, read_paths=tuple(self.eval_read_paths),
+                             threads=self.eval_threads, fsize_mb=self.eval_fsize_mb,
+                             read_paths=tuple(self.eval_read_paths),
                              candidate_process=self.eval_candidate_process)
 
 
