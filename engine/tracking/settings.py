@@ -17,8 +17,8 @@ class MlflowConfig(StrictModel):
     """MLflow (pip install 'evotui[tracking]'): one MLflow run per evotui run, resumed with it."""
 
     uri: str | None = None
-    """Tracking URI (http://host:5000, sqlite:///mlflow.db, file:///path); None = a local file
-    store in an `mlruns` folder beside the database."""
+    """Tracking URI (http://host:5000, file:///path; sqlite:///mlflow.db with the full `mlflow`
+    package); None = a local file store in an `mlruns` folder beside the database."""
     experiment: str = "evotui"
     """Experiment the runs are logged under (created if missing)."""
 
