@@ -159,15 +159,30 @@ class BranchSource:
         return dataclasses.replace(task, seed_prompt=self.artifact.text, seed_components=self.artifact.components)
 
 
-async def branch_source(db: Path, run_id: str, artifact_id: str) -> BranchSource:
+async def branch_source(db: Path, run_id: str, artifact_id: str, task: str | None = None) -> BranchSource:
     """Any artifact of a run can start a branch except a removed one (it left the pool); a
-    component version NAME@X.Y.Z names the artifact that introduced it."""
+    component version NAME@X.Y.Z names the artifact that introduced it. `task` (a folder or
+    built-in name) replaces the run's task folder: an imported run may record none."""
     artifact_id = await resolve_target(db, run_id, artifact_id)
     found = await find_artifact(db, run_id, artifact_id, writable=False)
     if found.artifact.status == "removed":
         raise AdminError(f"artifact {artifact_id} was removed from run {run_id}'s pool; branch from a validated one")
-    return BranchSource(run_id=run_id, task_path=str(found.run["task_path"]), config=found.run["config"] or {},
+    task_path = _task_folder(task) if task else found.run["task_path"]
+    if not task_path:
+        raise AdminError(f"run {run_id} records no task folder (an import of another tool's run); name the task "
+                         f"the run evolved: `evotui branch {run_id} {artifact_id} --task TASK_FOLDER --no-ui`")
+    return BranchSource(run_id=run_id, task_path=str(task_path), config=found.run["config"] or {},
                         artifact=found.artifact)
+
+
+def _task_folder(task: str) -> str:
+    from engine.tasks.program_task import detect_format
+    from engine.tasks.prompt_task import TaskError, resolve_task_path
+
+    try:
+        return str(resolve_task_path(task, detect_format))
+    except TaskError as exc:
+        raise AdminError(f"--task: {exc}") from None
 
 
 # -- component versions (engine/component_versions.py) -------------------------------------------

@@ -113,7 +113,10 @@ class EngineRun:
 
         try:
             task = load_any_task(source.task_path)
-            config = build_config([(f"stored config of run {source.run_id}", source.config), *layers])
+            # An imported run stores no evotui config: the task's defaults stand in for it.
+            stored = ((f"stored config of run {source.run_id}", source.config) if source.config
+                      else ("defaults of the task", task.defaults))
+            config = build_config([stored, *layers])
             task = source.seeded(with_program_settings(task, config.program))
         except (TaskError, ConfigError, AdminError) as exc:
             raise SetupError(f"cannot branch {source.run_id}: {exc}") from None

@@ -120,6 +120,8 @@ def build_parser() -> argparse.ArgumentParser:
     bra = sub.add_parser("branch", help="start a new run seeded with an artifact of a run (its task and config)")
     bra.add_argument("run_id", help="run id (see `evotui runs`)")
     bra.add_argument("artifact_id", help="artifact id (see `evotui show RUN`) or component version NAME@X.Y.Z")
+    bra.add_argument("--task", metavar="TASK", help="task folder (or built-in name) to continue on instead of the "
+                                                   "run's (an imported run may record none)")
     options.add_run_flags(bra)
     _add_common(bra)
 
@@ -334,7 +336,7 @@ def _branch(args: argparse.Namespace) -> int:
     from engine.runner import EngineRun
 
     async def open_branch():
-        source = await branch_source(args.db, args.run_id, args.artifact_id)
+        source = await branch_source(args.db, args.run_id, args.artifact_id, task=args.task)
         return await EngineRun.create_branch(source, options.config_layers(args), args.db)
 
     return _headless(args, open_branch)

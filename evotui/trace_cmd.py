@@ -22,8 +22,11 @@ def add_parsers(sub: argparse._SubParsersAction, default_db: Path) -> None:
     exp.add_argument("--format", choices=["evotrace", "gepa"], default="evotrace")
     exp.add_argument("--db", type=Path, default=default_db)
 
-    imp = sub.add_parser("import", help="load an EvoTrace folder as a read-only run")
-    imp.add_argument("folder", type=Path, metavar="DIR")
+    imp = sub.add_parser("import", help="load an EvoTrace folder, OpenEvolve checkpoint, ShinkaEvolve database or "
+                                        "GEPA run_dir as a read-only run")
+    imp.add_argument("folder", type=Path, metavar="PATH")
+    imp.add_argument("--task", metavar="TASK", help="the task folder (or built-in name) the run evolved; `branch` "
+                                                   "continues on it (default: a task folder above PATH, if any)")
     imp.add_argument("--db", type=Path, default=default_db, help="database to add the run to (created if missing)")
 
     ana = sub.add_parser("analyze", help="lineage, cycling and edit types of a run")
@@ -95,16 +98,21 @@ async def _export(args: argparse.Namespace) -> int:
 
 async def _import(args: argparse.Namespace) -> int:
     from engine.trace import importer
+    from engine.trace.importers import read_any
 
-    trace = importer.read_trace(args.folder)  # all checks before the database is touched
+    got = read_any(args.folder, task=args.task)  # all checks before the database is touched
+    trace = got.trace
     store = await _open(args.db, readonly=False, create=True)
     try:
         run_id = await importer.write_trace(store, trace, args.folder)
     finally:
         await store.close()
-    print(f"imported {trace.run_id} as {run_id} (read-only, status imported): "
-          f"{len(trace.candidates)} candidates, {len(trace.contexts)} LLM calls; "
-          f"see `evotui show {run_id} --db {args.db}`")
+    what = "EvoTrace run" if got.fmt == "evotrace" else f"{got.fmt} run"
+    task = (f"task {trace.run['task']} ({trace.run['task_path']}, {got.task_found})" if trace.run.get("task_path")
+            else "no task folder (give `--task TASK` to `import` or `branch` to continue it)")
+    print(f"imported {what} {trace.run_id} as {run_id} (read-only, status imported): "
+          f"{len(trace.candidates)} candidates, {len(trace.edges)} lineage edges, {len(trace.contexts)} LLM calls; "
+          f"{task}; see `evotui show {run_id} --db {args.db}`")
     return 0
 
 
@@ -124,8 +132,8 @@ async def refuse_imported(db: Path, run_id: str | None) -> str | None:
     finally:
         await store.close()
     if rec is not None and rec.status == IMPORTED_STATUS:
-        return (f"run {run_id} was imported from an EvoTrace export and is read-only; it cannot be resumed "
-                f"(open it with `evotui show`, `evotui analyze` or `evotui replay`)")
+        return (f"run {run_id} was imported (`evotui import`) and is read-only; it cannot be resumed "
+                f"(open it with `evotui show`, `evotui analyze` or `evotui replay`; continue it with `evotui branch`)")
     return None
 
 
