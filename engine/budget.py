@@ -4,15 +4,24 @@ Work reserves its worst-case cost when it is admitted; actual spending is charge
 and the unused rest of the reservation is released when the item ends. A new item is admitted
 only if spent + reserved + its reservation fits every limit, so the run never overshoots a
 limit and ends by draining admitted work, never by throwing paid work away.
+
+Dollars and GPU-seconds (usd, gpu_s) follow the same rule: an item's worst case is its LLM calls
+times the most one call can cost (engine/spend.py worst_call), and every recorded call is charged
+at its price (charge_call). Estimates name llm_calls; the money keys are derived from them here.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from typing import TYPE_CHECKING
+
 from engine.config import BudgetConfig
 
-KEYS = ("proposals", "llm_calls", "tokens", "metric_calls")
+if TYPE_CHECKING:
+    from engine.spend import SpendMeter
+
+KEYS = ("proposals", "llm_calls", "tokens", "metric_calls", "usd", "gpu_s")
 
 
 @dataclass
@@ -22,8 +31,11 @@ class Reservation:
 
 
 class Budget:
-    def __init__(self, limits: BudgetConfig, spent: dict[str, float] | None = None) -> None:
+    def __init__(self, limits: BudgetConfig, spent: dict[str, float] | None = None,
+                 meter: SpendMeter | None = None) -> None:
         self.limits = limits
+        self.meter = meter
+        """Prices calls (None: calls cost nothing in usd/gpu_s, as in unit tests of other keys)."""
         self.spent = {k: float((spent or {}).get(k, 0.0)) for k in KEYS}
         self.reserved = {k: 0.0 for k in KEYS}
         self.wall_spent_before = float((spent or {}).get("wall_s", 0.0))
@@ -31,14 +43,26 @@ class Budget:
         self.exhausted: str | None = None
 
     def limit(self, key: str) -> float | None:
+        if key == "gpu_s":
+            hours = self.limits.max_gpu_hours
+            return None if hours is None else float(hours) * 3600.0
         value = getattr(self.limits, f"max_{key}")
         return None if value is None else float(value)
+
+    def _with_money(self, estimate: dict[str, float]) -> dict[str, float]:
+        """The estimate plus its worst-case dollars and GPU-seconds (from its LLM calls)."""
+        calls = estimate.get("llm_calls", 0.0)
+        if self.meter is None or not calls:
+            return dict(estimate)
+        usd, gpu_s = self.meter.worst_call()
+        return {**estimate, "usd": calls * usd, "gpu_s": calls * gpu_s}
 
     def limits_dict(self) -> dict[str, float | None]:
         return {k: self.limit(k) for k in (*KEYS, "wall_s")}
 
     def try_reserve(self, estimate: dict[str, float], wall_s: float) -> Reservation | None:
         """Reserve `estimate` or return None (and remember which limit stopped admission)."""
+        estimate = self._with_money(estimate)
         if self.limits.max_wall_s is not None and self.wall_spent_before + wall_s >= self.limits.max_wall_s:
             self.exhausted = "wall_s"
             return None
@@ -55,6 +79,7 @@ class Budget:
 
     def reserve_unchecked(self, estimate: dict[str, float]) -> Reservation:
         """Reserve without the admission test (interrupted work re-enqueued on resume)."""
+        estimate = self._with_money(estimate)
         for key, amount in estimate.items():
             self.reserved[key] += amount
         return Reservation(dict(estimate))
@@ -65,6 +90,16 @@ class Budget:
             take = min(amount, reservation.amounts.get(key, 0.0))
             reservation.amounts[key] = reservation.amounts.get(key, 0.0) - take
             self.reserved[key] -= take
+
+    def charge_call(self, rec, reservation: Reservation | None = None) -> tuple[float, float]:
+        """Price one recorded LLM call (a CallRecord) and charge it; returns (dollars, GPU-seconds)."""
+        if self.meter is None:
+            return 0.0, 0.0
+        usd, gpu_s = self.meter.record(rec.endpoint, rec.url, rec.model, rec.stage, rec.prompt_tokens,
+                                       rec.completion_tokens, rec.latency_s)
+        self.charge("usd", usd, reservation)
+        self.charge("gpu_s", gpu_s, reservation)
+        return usd, gpu_s
 
     def release(self, reservation: Reservation | None) -> None:
         if reservation is None or reservation.released:

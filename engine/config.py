@@ -114,6 +114,9 @@ class EndpointConfig(StrictModel):
     """Longest one attempt may take end to end (retried like other timeouts); None = unbounded."""
     temperature: float = Field(default=0.7, ge=0)
     max_tokens: int = Field(default=8192, gt=0)
+    gpus: float = Field(default=0.0, ge=0)
+    """GPUs the server behind this endpoint occupies (a local vLLM/llama.cpp): its calls cost GPU-seconds
+    (wall time x gpus) instead of dollars. 0 = a hosted API priced by the price table."""
     endpoints: list[RouteConfig] = Field(default_factory=list)
     """Several servers for this stage (engine/llm/routing.py): each request goes to the least
     loaded healthy one, a failed request moves to another, a failing endpoint rests and is
@@ -165,6 +168,12 @@ class BudgetConfig(StrictModel):
     max_llm_calls: int | None = Field(default=None, gt=0)
     max_tokens: int | None = Field(default=None, gt=0)
     max_metric_calls: int | None = Field(default=None, gt=0)
+    max_usd: float | None = Field(default=None, gt=0)
+    """Dollars of LLM calls at the price table's prices (README "Spend and budgets")."""
+    max_gpu_hours: float | None = Field(default=None, gt=0)
+    """GPU-hours of LLM calls to endpoints that declare gpus (wall time x GPUs per call)."""
+    prices_file: str | None = None
+    """A price table (the shape of engine/pricing/prices.toml) whose entries replace or add to the shipped one."""
     max_wall_s: float | None = Field(default=None, gt=0)
     """A deadline, counted over every session of the run: at it nothing new is admitted, work in
     flight gets the grace below to finish, and what is still running then is cancelled (left

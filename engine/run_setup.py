@@ -29,7 +29,9 @@ from engine.llm.sim import sim_transport
 from engine.pipeline.modes import mode_named
 from engine.pool import Pool
 from engine.run_state import RunState, artifact_from_row, change_from_row
+from engine.pricing import PriceError
 from engine.selection.pareto import MinibatchSampler
+from engine.spend import SpendMeter
 from engine.selection.val_order import ValidationOrder
 from engine.stages.kinds import search_params
 from engine.staleness import make_policy
@@ -95,8 +97,21 @@ def _api_key_check(ep: EndpointConfig) -> None:
         raise SetupError(f"environment variable {ep.api_key_env} (api_key_env) is not set; export it or remove api_key_env")
 
 
+def spend_meter(config: RunConfig) -> SpendMeter:
+    """The run's price table and endpoints (a bad --prices file is a SetupError)."""
+    try:
+        return SpendMeter.for_config(config)
+    except PriceError as exc:
+        raise SetupError(f"{exc}; fix it or drop --prices") from None
+
+
 async def build_context(run_id: str, config: RunConfig, task: PromptTask, store: Store) -> tuple[RunContext, object]:
     sim_state = None
+    try:
+        meter = spend_meter(config)
+    except SetupError:
+        await store.close()
+        raise
     transport: httpx.AsyncBaseTransport | None = None
     if config.uses_sim:
         transport, sim_state = sim_transport(config.sim, behaviours=all_behaviours())
@@ -146,7 +161,7 @@ async def build_context(run_id: str, config: RunConfig, task: PromptTask, store:
         config=config,
         task=task,
         pool=Pool(),
-        budget=Budget(config.budget),
+        budget=Budget(config.budget, meter=meter),
         store=store,
         bus=EventBus(),
         task_llm=task_llm,
@@ -201,7 +216,11 @@ def restore_stored_run(ctx: RunContext, record) -> list[WorkItem]:
     tally.proposals = max(tally.proposals, int(charged.get("made", 0)))
     spent["llm_calls"] = max(float(spent.get("llm_calls", 0)), tally.llm_calls)
     spent["tokens"] = max(float(spent.get("tokens", 0)), tally.prompt_tokens + tally.completion_tokens)
-    ctx.budget = Budget(ctx.config.budget, spent)
+    # Dollars and GPU-seconds: the stored calls at today's prices (exact across kills).
+    meter = spend_meter(ctx.config)  # fresh: only the stored calls count
+    meter.restore(counts.get("call_groups") or [])
+    spent["usd"], spent["gpu_s"] = meter.usd, meter.gpu_s
+    ctx.budget = Budget(ctx.config.budget, spent, meter)
     best = ctx.pool.best()
     if best is not None:
         ctx.best_history.append((0.0, best.val_mean))

@@ -120,8 +120,22 @@ def _summary(run: "EngineRun", status: str, reason: str, snap: EngineSnapshot) -
         # Per endpoint (several per stage with [task_llm] endpoints): calls, errors, health.
         "llm_endpoints": [f for c in {id(c): c for c in (ctx.task_llm, ctx.reflection_llm)}.values()
                           for f in c.figures()],
+        "spend": _spend(run),
         **_kind_figures(run, snap),
     }
+
+
+def _spend(run: "EngineRun") -> dict:
+    """Dollars and GPU-hours of the run's LLM calls (every session), per stage, model and endpoint.
+    A model the price table lacks is $0: said once among the run's warnings."""
+    meter = run.ctx.budget.meter
+    if meter is None:
+        return {}
+    for warning in meter.warnings:
+        if warning not in run.warnings:
+            run.warnings.append(warning)
+    budget = run.ctx.budget
+    return {**meter.figures(), "max_usd": budget.limit("usd"), "max_gpu_hours": run.ctx.config.budget.max_gpu_hours}
 
 def _kind_figures(run: "EngineRun", snap: EngineSnapshot) -> dict:
     """Program tasks: filter counts, patch retries, tolerant blocks (the stored counters, via the

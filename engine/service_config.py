@@ -30,6 +30,8 @@ class RouteConfig(StrictModel):
     """Share of the traffic when endpoints are equally loaded (load is in-flight / weight)."""
     max_concurrency: int | None = Field(default=None, gt=0)
     """Requests at once to this endpoint; None = the stage's max_concurrency."""
+    gpus: float | None = Field(default=None, ge=0)
+    """GPUs of the server behind this endpoint (its calls cost GPU-seconds); None = the stage's gpus."""
 
     @field_validator("url")
     @classmethod

@@ -17,6 +17,9 @@ BUDGET_FLAGS = {
     "max_metric_calls": "max_metric_calls",
     "max_wall": "max_wall_s",
     "max_wall_grace": "max_wall_grace_s",
+    "max_usd": "max_usd",
+    "max_gpu_hours": "max_gpu_hours",
+    "prices": "prices_file",
 }
 
 
@@ -26,6 +29,12 @@ def add_budget_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--max-llm-calls", type=int, metavar="N")
     g.add_argument("--max-tokens", type=int, metavar="N", help="prompt + completion tokens")
     g.add_argument("--max-metric-calls", type=int, metavar="N")
+    g.add_argument("--max-usd", type=float, metavar="DOLLARS", help="LLM spend at the price table's prices "
+                   "(worst case reserved per item, so the cap is never passed)")
+    g.add_argument("--max-gpu-hours", type=float, metavar="H", help="GPU time of LLM calls to endpoints that "
+                   "declare gpus (wall time x GPUs)")
+    g.add_argument("--prices", metavar="FILE", help="a price table (the shape of engine/pricing/prices.toml) "
+                   "whose entries replace or add to the shipped one")
     g.add_argument("--max-wall", type=float, metavar="SECONDS", help="a deadline over all sessions: at it nothing "
                    "new starts, and work still running after the grace is cancelled (resume redoes it)")
     g.add_argument("--max-wall-grace", type=float, metavar="SECONDS", help="how long in-flight work may finish "
@@ -161,7 +170,10 @@ def parse_workers(spec: str) -> dict[str, int]:
 
 
 def budget_layer(args: argparse.Namespace) -> dict:
-    return {key: getattr(args, flag) for flag, key in BUDGET_FLAGS.items() if getattr(args, flag, None) is not None}
+    out = {key: getattr(args, flag) for flag, key in BUDGET_FLAGS.items() if getattr(args, flag, None) is not None}
+    if "prices_file" in out:  # a resume may start elsewhere: keep the file, not the relative name
+        out["prices_file"] = str(Path(out["prices_file"]).expanduser().resolve())
+    return out
 
 
 def config_layers(args: argparse.Namespace) -> list[tuple[str, dict]]:

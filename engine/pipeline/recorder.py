@@ -237,6 +237,7 @@ class Recorder:
         reservation = ctx.reservations.get(item_id or "")
         ctx.budget.charge("llm_calls", 1, reservation)
         ctx.budget.charge("tokens", tokens, reservation)
+        ctx.budget.charge_call(rec, reservation)  # dollars and GPU-seconds at the price table's prices
         item = self.in_flight.get(item_id or "")
         if item is not None:
             item.tokens += tokens

@@ -101,6 +101,10 @@ async def _counts(conn: aiosqlite.Connection, run_id: str) -> dict[str, Any]:
         calls += int(n)
         prompt += int(p or 0)
         completion += int(c or 0)
+    # Spend is priced from these (engine/spend.py): the same calls, whatever the session counters say.
+    groups = [list(row) for row in await conn.execute_fetchall(
+        "SELECT endpoint, url, model, stage, count(*), sum(prompt_tokens), sum(completion_tokens), sum(latency_s) "
+        "FROM llm_calls WHERE run_id = ? GROUP BY endpoint, url, model, stage ORDER BY 1, 2, 3, 4", (run_id,))]
     (evals,), = await conn.execute_fetchall(
         "SELECT count(*) FROM evaluations WHERE run_id = ?", (run_id,))
     # Proposals charged, counted from the rows that record them (the budget's ground truth on resume).
@@ -115,4 +119,5 @@ async def _counts(conn: aiosqlite.Connection, run_id: str) -> dict[str, Any]:
         "completion_tokens": completion,
         "evaluations": int(evals),
         "proposals": proposals,
+        "call_groups": groups,
     }
