@@ -205,9 +205,10 @@ def test_no_forged_score_openevolve_style(mode, loader, attack, tmp_path):
     program = HONEST + textwrap.dedent(ATTACKS[attack])
     res = evaluate(iso, tmp_path, LOADERS[loader], program)
     assert_not_forged(res, tmp_path / "task" / "evaluator.py", LOADERS[loader])
-    # A later, honest evaluation of the same task is not forged either (the evaluator file held).
-    again = evaluate(iso, tmp_path, LOADERS[loader], HONEST)
-    assert again.ok and again.score == 1.0, again.reason
+    if attack == "edit-evaluator-file":
+        # A later, honest evaluation of the same task is not forged either (the evaluator file held).
+        again = evaluate(iso, tmp_path, LOADERS[loader], HONEST)
+        assert again.ok and again.score == 1.0, again.reason
 
 
 @pytest.mark.parametrize("attack", list(ATTACKS))
