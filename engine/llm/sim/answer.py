@@ -13,7 +13,7 @@ import re
 from typing import Sequence
 
 from engine.llm.sim import edit_judge, pes_agents, program_model
-from engine.llm.sim import context_agents, knob_ranker, reviser
+from engine.llm.sim import context_agents, knob_ranker, program_review, reviser, tagged_program
 from engine.llm.sim.feedback import has_feedback
 from engine.llm.sim.plugins import Kind, SimBehaviour, SimRequest, message_text
 
@@ -52,7 +52,8 @@ def read_request(messages: list[dict], stage: str) -> SimRequest:
     users = [message_text(m.get("content")) for m in messages if m.get("role") == "user"]
     user = users[-1] if users else ""
     kind: Kind
-    if stage in ("propose", "default") and program_model.request_format(system, user):
+    if stage in ("propose", "default") and (program_model.request_format(system, user)
+                                            or tagged_program.recognises(messages)):
         kind = "patch"
     elif stage == "reflect":
         kind = "judge"
@@ -76,6 +77,8 @@ def length_stage(messages: list[dict], stage: str) -> str:
 
 
 def _generic(req: SimRequest, rng: random.Random) -> str:
+    if req.kind == "patch" and tagged_program.recognises(req.messages):
+        return tagged_program.answer(req.messages, rng)
     if req.kind == "patch":
         return program_model.propose(req.messages, message_text, rng)
     if req.kind == "judge":
@@ -99,6 +102,8 @@ def answer(messages: list[dict], stage: str, rng: random.Random,
         return pes_agents.answer(req, rng)
     if reviser.recognises(req):  # the repair of a stale plan or guidance, by its marker line
         return reviser.answer(req)
+    if req.kind in ("task", "propose") and program_review.recognises(req):  # novelty/meta review, by the format asked
+        return program_review.answer(req)
     for behaviour in behaviours:
         if behaviour.recognises(req):
             text = behaviour.answer(req, rng)

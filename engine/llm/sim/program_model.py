@@ -202,7 +202,7 @@ def _blocks(edits: list[tuple[str, str]], reindent: bool = False) -> str:
     return "\n".join(out)
 
 
-def _render(code: str, edits: list[tuple[str, str]], fmt: str, rng: random.Random, reason: str,
+def render(code: str, edits: list[tuple[str, str]], fmt: str, rng: random.Random, reason: str,
             lang: LanguageSpec = PYTHON) -> str:
     if fmt == "diff":
         return f"{reason}\n{_blocks(edits, reindent=rng.random() < P_REINDENT)}"
@@ -333,4 +333,4 @@ def propose(messages: list[dict], text_of, rng: random.Random) -> str:
         return f"{reason}\n{edits}"
     if not edits:
         return NO_CHANGE
-    return _render(code, edits, fmt, rng, reason, lang)
+    return render(code, edits, fmt, rng, reason, lang)
