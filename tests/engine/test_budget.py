@@ -118,7 +118,7 @@ def test_wall_time_counts_earlier_sessions() -> None:
     assert b.try_reserve({}, 2.5) is None
     assert b.exhausted == "wall_s"
     counters = b.counters(1.25)
-    assert counters == {"proposals": 2, "llm_calls": 0, "tokens": 40, "metric_calls": 0, "wall_s": 8.75}
+    assert counters == {"proposals": 2, "llm_calls": 0, "tokens": 40, "metric_calls": 0, "usd": 0, "gpu_s": 0, "wall_s": 8.75}
 
 
 def test_restored_spent_counts_against_limits() -> None:
@@ -172,7 +172,9 @@ AMOUNT = st.one_of(st.integers(0, 8), st.floats(0, 8, allow_nan=False, allow_inf
     ),
 )
 def test_spent_plus_reserved_never_exceeds_a_limit(limits: dict, ops: list) -> None:
-    budget = Budget(BudgetConfig(**{f"max_{k}": v for k, v in limits.items()}))
+    # GPU-seconds are configured in hours (max_gpu_hours).
+    budget = Budget(BudgetConfig(**{("max_gpu_hours" if k == "gpu_s" else f"max_{k}"):
+                                    (v / 3600 if k == "gpu_s" and v is not None else v) for k, v in limits.items()}))
     live: list[Reservation] = []
     eps = 1e-9
     for kind, estimate, pick, fraction in ops:
