@@ -165,6 +165,8 @@ def wandb_records(run_dir: Path) -> list:
         if kind == 0 and length == 0:
             pos += left
             continue
+        if pos + 7 + length > len(data):  # a record cut short by a kill: what came before stands
+            break
         parts += data[pos + 7:pos + 7 + length]
         pos += 7 + length
         if kind in (1, 4):  # full or last: a whole record
