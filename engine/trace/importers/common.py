@@ -55,6 +55,8 @@ class NativeRun:
     created_at: float
     details: dict[str, Any] = field(default_factory=dict)
     """Source facts kept in the run's summary (checkpoint iteration, best id, ...)."""
+    aliases: dict[str, str] = field(default_factory=dict)
+    """Source ids of copies (ShinkaEvolve's island copies of the seed) -> the original's id."""
 
     def to_trace(self, task_name: str | None, task_path: str | None) -> Trace:
         if not self.candidates:
@@ -62,10 +64,11 @@ class NativeRun:
         ours = {c.source_id: f"a{n:06d}" for n, c in enumerate(self.candidates)}
         if len(ours) != len(self.candidates):
             raise TraceError(f"{self.source}: the {self.fmt} run names a candidate id twice")
+        ours |= {copy: ours[orig] for copy, orig in self.aliases.items() if orig in ours and copy not in ours}
         candidates, edges, evaluations, contexts = [], [], [], []
         for c in self.candidates:
             cid = ours[c.source_id]
-            parents = [ours[p] for p in c.parent_source_ids if p in ours and ours[p] != cid]
+            parents = list(dict.fromkeys(ours[p] for p in c.parent_source_ids if p in ours and ours[p] != cid))
             meta = {"source_format": self.fmt, "source_id": c.source_id, **c.meta}
             if c.parent_source_ids:
                 meta["source_parent_ids"] = list(c.parent_source_ids)

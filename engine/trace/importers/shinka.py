@@ -75,11 +75,16 @@ def read(path: Path) -> NativeRun:
         raise TraceError(f"{db}: cannot read its programs table ({exc})") from None
     finally:
         con.close()
-    candidates = []
+    candidates, copies = [], {}
     for row in rows:
         where = f"{db} programs row id={row['id']!r}"
         if not isinstance(row["id"], str) or not isinstance(row["code"], str):
             raise TraceError(f"{where}: id and code must be text")
+        source_meta = _json(row.get("metadata"), f"{where} metadata") or {}
+        if isinstance(source_meta, dict) and source_meta.get("_is_island_copy") and source_meta.get("_original_program_id"):
+            # Shinka seeds every island with a copy of the initial program: one artifact, not a proposal.
+            copies[row["id"]] = str(source_meta["_original_program_id"])
+            continue
         public = _json(row.get("public_metrics"), f"{where} public_metrics") or {}
         score = finite(row.get("combined_score"))
         inspirations = [*(_json(row.get("archive_inspiration_ids"), where) or []),
@@ -92,8 +97,9 @@ def read(path: Path) -> NativeRun:
             meta={"metrics": public, "correct": bool(row.get("correct")), "generation": row.get("generation"),
                   "language": row.get("language"), "island": row.get("island_idx"),
                   "feedback": row.get("text_feedback") or None, "inspiration_ids": inspirations,
-                  "source_meta": _json(row.get("metadata"), f"{where} metadata") or {}}))
+                  "source_meta": source_meta}))
     candidates.sort(key=lambda c: (bool(c.parent_source_ids), c.iteration, c.created_at, c.source_id))
     created = min((c.created_at for c in candidates), default=db.stat().st_mtime)
-    details = {"database": str(db.resolve()), "source_best_id": best[0] if best else None}
-    return NativeRun("shinka", db, "program", candidates, created, details)
+    details = {"database": str(db.resolve()), "source_best_id": best[0] if best else None,
+               "island_copies": len(copies)}
+    return NativeRun("shinka", db, "program", candidates, created, details, aliases=copies)
