@@ -211,3 +211,17 @@ def test_wandb_offline_backend_logs_under_the_evotui_run_id(quiet_home):
     points = [(h["proposal"], h["best_score"]) for d in run_dirs for h in wandb_history(d)]
     assert points == [(1, pytest.approx(0.1)), (2, pytest.approx(0.2)), (3, pytest.approx(0.3))]
     assert wandb_summary(run_dirs[-1])["best_score"] == pytest.approx(0.3)
+
+
+def test_without_tracking_neither_library_is_imported():
+    import subprocess
+    import sys
+
+    code = ("import sys, engine.runner, engine.tracking.session, evotui.cli, evotui.config_cmd\n"
+            "from engine.config import build_config\n"
+            "assert build_config([]).tracking.enabled is False\n"
+            "print(sorted({'mlflow', 'wandb'} & set(sys.modules)))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                          cwd=Path(__file__).resolve().parents[2])
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "[]"
