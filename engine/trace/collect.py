@@ -88,15 +88,16 @@ async def collect(store: Store, run_id: str) -> Trace:
             "source": a["text"], "components": a.get("components"), "val_mean": a["val_mean"],
             "val_scores": a["val_scores"], "minibatch": a["minibatch"], "meta": a["meta"],
             "created_at": a["created_at"], "item": _item_record(item, a["text"]) if item else None})
+    attempts = []
     for item in items:
         if item["item_id"] in item_of_artifact:
             continue
         payload = item["payload"] or {}
-        parent = item["parent_artifact_id"]
+        attempts.append(item)
         candidates.append({
             "candidate_id": item["item_id"], "kind": "attempt", "status": item["outcome"] or "open",
             "outcome": item["outcome"] or "open", "reason": item["error"],
-            "iteration": item["created_version"], "parent_ids": [parent] if parent else [],
+            "iteration": item["created_version"], "parent_ids": attempt_parents(item),
             "source": payload.get(_CHILD), "components": None, "val_mean": payload.get("score"),
             "val_scores": None, "minibatch": None, "meta": {}, "created_at": item["created_at"],
             "item": _item_record(item, payload.get(_CHILD))})
@@ -107,6 +108,7 @@ async def collect(store: Store, run_id: str) -> Trace:
     edges = [{"parent_id": e["parent_id"], "child_id": e["child_id"], "operator": e["operator"],
               "generation_mode": _mode_of(meta_of.get(e["child_id"], {}), e["operator"]),
               "created_at": e["created_at"]} for e in rec.lineage]
+    edges += attempt_edges(attempts, edges, _run_patch_format(rec.artifacts))
     contexts = []
     async for call in store.iter_llm_calls(run_id):
         item_id = call.get("item_id")
@@ -128,6 +130,39 @@ async def collect(store: Store, run_id: str) -> Trace:
     else:
         trace.replay_environments = [replay_environment(run, candidates)]
     return trace
+
+
+def attempt_parents(item: dict[str, Any]) -> list[str]:
+    """A merge attempt's two parents (as its artifact would have had), else the item's parent."""
+    merge = (item["payload"] or {}).get("merge")
+    if isinstance(merge, dict) and merge.get("ours") and merge.get("theirs"):
+        return [str(merge["ours"]), str(merge["theirs"])]
+    parent = item["parent_artifact_id"]
+    return [parent] if parent else []
+
+
+def _run_patch_format(artifacts: list[dict[str, Any]]) -> str | None:
+    # The task's patch format is one per run (program_stages records it on every artifact); an
+    # attempt's item does not repeat it.
+    return next((str(a["meta"]["patch_format"]) for a in artifacts if a.get("meta", {}).get("patch_format")), None)
+
+
+def attempt_edges(attempts: list[dict[str, Any]], lineage_edges: list[dict[str, Any]],
+                  patch_format: str | None) -> list[dict[str, Any]]:
+    """parent -> attempt edges for the items that never became artifacts (failed, rejected, open):
+    they are search effort too, and the lineage table only records pool members. Built from the
+    item rows, so an imported run (whose importer leaves them out of lineage) rebuilds the same
+    edges; an attempt that already has a lineage edge keeps it."""
+    have = {e["child_id"] for e in lineage_edges}
+    out = []
+    for item in attempts:
+        if item["item_id"] in have:
+            continue
+        operator = "merge" if isinstance((item["payload"] or {}).get("merge"), dict) else "mutate"
+        mode = "merge" if operator == "merge" else (patch_format or "prompt")
+        out += [{"parent_id": parent, "child_id": item["item_id"], "operator": operator, "generation_mode": mode,
+                 "created_at": item["updated_at"]} for parent in attempt_parents(item)]
+    return out
 
 
 def _item_record(item: dict[str, Any], source: str | None) -> dict[str, Any]:

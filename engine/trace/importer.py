@@ -141,7 +141,12 @@ async def write_trace(store: Store, trace: Trace, source: Path) -> str:
                               payload=payload, outcome=item.get("outcome"), error=item.get("error"),
                               created_at=item.get("created_at", c["created_at"]),
                               updated_at=item.get("updated_at", c["created_at"]))
+    # An attempt's edges are rebuilt from its item row on export (collect.attempt_edges); the
+    # lineage table keeps pool members only, as in a native run.
+    rebuilt = {c["candidate_id"] for c in trace.candidates if c["kind"] == "attempt" and c.get("item")}
     for e in trace.edges:
+        if e["child_id"] in rebuilt:
+            continue
         store.insert_lineage(run_id, e["parent_id"], e["child_id"], e["operator"], e.get("created_at", 0.0))
     for ev in trace.evaluations:
         store.insert_evaluations(run_id, ev["candidate_id"], [(ev["example_id"], ev["split"], ev["score"],
