@@ -39,6 +39,14 @@ class LoongFlowConfig(StrictModel):
     """Generations the planner reads: the parent and its first-parent ancestors."""
     planner_workers: int = Field(4, ge=1)
     summarizer_workers: int = Field(4, ge=1)
+    executor: Literal["chat", "react", "fuse"] = "react"
+    """The executor variant (engine/strategy/executor.py): chat proposes in one pass; react checks a
+    program candidate locally (parse, compile, imports; nothing run) and asks for repairs; fuse is
+    chat below `fuse_threshold` and react from it on."""
+    executor_fix_rounds: int = Field(2, ge=0)
+    """Repair calls per proposal at most (the paper gives none; 2 is the released code's react_max_steps)."""
+    fuse_threshold: float = 0.9
+    """fuse: the parent score from which the executor checks and repairs (the released code's 0.9)."""
 
 
 class ContextEvolveConfig(StrictModel):

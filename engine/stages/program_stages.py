@@ -37,6 +37,7 @@ from engine.pool import Artifact
 from engine.sandbox import EvalResult
 from engine.selection import merge
 from engine.stages import program_prompt as prompt
+from engine.stages.executor_fix import fix_locally
 from engine.stages.base import KindHandlers
 
 SANDBOX_FAILURES = ("sandbox setup failed", "cannot start the evaluator process", "sandbox confinement failed")
@@ -118,7 +119,8 @@ class ProgramStages(KindHandlers):
     def estimate(self) -> dict[str, float]:
         t = self.ctx.tally
         per_call = (t.prompt_tokens + t.completion_tokens) / t.llm_calls if t.llm_calls else TOKENS_PER_CALL_PRIOR
-        calls = 1 + self.settings.max_patch_retries + self.strategy_calls
+        fixes = self.strategy.executor.fix_rounds if self.strategy.executor is not None else 0
+        calls = 1 + self.settings.max_patch_retries + fixes + self.strategy_calls
         return {"proposals": 1, "llm_calls": calls, "metric_calls": 1, "tokens": calls * per_call}
 
     def select_merge(self) -> dict | None:
@@ -220,6 +222,14 @@ class ProgramStages(KindHandlers):
                 ctx.program.patch_retries += 1
                 item.payload["patch_retries"] = attempt + 1
                 messages = prompt.retry_messages(messages, res.text, errors, s.patch_format)
+        if child is not None and self.strategy.executor is not None:
+            # The strategy's executor checks the candidate locally and repairs it (executor_fix.py).
+            fixed = await fix_locally(ctx, self.strategy.executor, parent.text, parent.val_mean, messages, res.text,
+                                      child, s.patch_format, self.task.language, self.task.path)
+            item.payload["executor_fix"] = fixed.record
+            if fixed.record["outcome"] in ("repaired", "failed"):
+                self.filters.counts[f"executor_{fixed.record['outcome']}"] += 1
+            child, reason = fixed.child, fixed.reason or reason
         if child is not None:
             item.payload["child"] = child
             item.payload["diff"] = unified_diff(parent.text, child, parent.artifact_id, "child")
@@ -317,7 +327,7 @@ class ProgramStages(KindHandlers):
                   "feedback": item.payload["feedback"], "diff": prompt.clip(item.payload.get("diff", ""), 4000),
                   "patch_format": self.settings.patch_format, "patch_retries": item.payload.get("patch_retries", 0),
                   "eval_s": item.payload.get("eval_s"),
-                  **{k: item.payload[k] for k in ("recycled_lines", "raw_score") if k in item.payload}},
+                  **{k: item.payload[k] for k in ("recycled_lines", "raw_score", "executor_fix") if k in item.payload}},
         )
         self.ledger.commit(item, art)  # counted and announced there
         item.payload["artifact_id"] = artifact_id

@@ -12,6 +12,7 @@ from typing import Mapping
 
 from engine.selection.islands import IslandSettings
 from engine.strategy.boltzmann import BoltzmannIslandSelector, IslandElites
+from engine.strategy.executor import ExecutorSpec
 from engine.strategy.parts import Population
 from engine.strategy.pes import pes_stages
 from engine.strategy.protocols import SearchParams, Strategy
@@ -37,5 +38,7 @@ def loongflow(params: SearchParams) -> Strategy:
     context = IslandElites(settings, int(opts.get("inspirations", 3)))  # type: ignore[arg-type]
     stages = pes_stages(int(opts.get("lineage_depth", 4)), int(opts.get("planner_workers", 4)),  # type: ignore[call-overload]
                         int(opts.get("summarizer_workers", 4))) if opts.get("pes", True) else ()  # type: ignore[call-overload]
+    executor = ExecutorSpec(str(opts.get("executor", "react")), int(opts.get("executor_fix_rounds", 2)),  # type: ignore[call-overload]
+                            float(opts.get("fuse_threshold", 0.9)))  # type: ignore[arg-type]
     return Strategy(name="loongflow", summary=SUMMARY, selector=selector, context=context,
-                    acceptance=Population(), merges=False, stages=stages)
+                    acceptance=Population(), merges=False, stages=stages, executor=executor)

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Awaitable, Callable, Hashable, Iterable, Literal, Mapping, Protocol, Sequence, TypeVar
 
 from engine.pool import Artifact, PoolChange
+from engine.strategy.executor import ExecutorSpec
 
 IndexT = TypeVar("IndexT")
 
@@ -197,6 +198,10 @@ class Strategy:
     combined by a three-way merge; enabled per run by [pipeline] merge)."""
     stages: tuple[StrategyStage, ...] = ()
     """LLM stages of the strategy's proposal operator, in order (none: the kind's mutation)."""
+    executor: ExecutorSpec | None = None
+    """How the proposal is executed (LoongFlow's executor variants, engine/strategy/executor.py):
+    on program tasks a candidate may be checked locally and repaired before validation. None:
+    the kind's single-pass proposal."""
     component_choice: Callable[[Sequence[str], Sequence[Mapping], str], tuple[str, str]] | None = None
     """Which component of a multi-component parent a proposal rewrites: given the evolvable
     names, the parent's traces on the minibatch (dicts with score and feedback) and the name

@@ -52,7 +52,8 @@ def read_request(messages: list[dict], stage: str) -> SimRequest:
     users = [message_text(m.get("content")) for m in messages if m.get("role") == "user"]
     user = users[-1] if users else ""
     kind: Kind
-    if stage in ("propose", "default") and (program_model.request_format(system, user)
+    # execute_fix: LoongFlow's executor asking again after local checks (engine/stages/executor_fix.py).
+    if stage in ("propose", "default", "execute_fix") and (program_model.request_format(system, user)
                                             or tagged_program.recognises(messages)):
         kind = "patch"
     elif stage == "reflect":
