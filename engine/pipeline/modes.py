@@ -58,7 +58,7 @@ MODES: dict[str, Mode] = {
         Mode("pxn", "lockstep", configured_workers=False, adaptive=False, staleness_policies=True,
              speculation=True, merges=True, kinds=_BOTH),
         Mode("chain", "chains", configured_workers=False, adaptive=False, staleness_policies=False,
-             speculation=False, merges=False, kinds=frozenset({"prompt"})),
+             speculation=False, merges=False, kinds=frozenset({"prompt", "program"})),
     )
 }
 

@@ -83,7 +83,7 @@ class Orchestrator(LockstepAdmission, DeadlineStops):
         if self.mode.chains:
             # Heads waiting for a validation slot hold an evaluate worker until they are
             # validated or superseded; proposals must never queue behind them.
-            return {"evaluate": 4 * cfg.chains + cfg.chain_validators, "update": 1}.get(name, cfg.chains)
+            return self.handlers.chain_workers.get(name) or {"evaluate": 4 * cfg.chains + cfg.chain_validators, "update": 1}.get(name, cfg.chains)
         # sync and pxn drive items step by step; their workers only serve review re-entries.
         return cfg.workers.get(name, default) if self.mode.configured_workers else 1
 

@@ -71,6 +71,10 @@ class SearchHandlers(Protocol):
 
     def pipeline(self) -> PipelineSpec: ...
 
+    chain_workers: Mapping[str, int]
+    """mode chain: the kind's own worker counts for some stages (a program task: its evaluation
+    slots); the others keep the mode's."""
+
     def bind(self, recorder, spawn: Spawn) -> None:
         """The run's recorder (rows, staleness decisions) and the orchestrator's spawn."""
         ...

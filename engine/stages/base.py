@@ -22,6 +22,8 @@ from engine.strategy.protocols import Pick, Strategy
 
 class KindHandlers:
     kind = ""
+    chain_workers: dict[str, int] = {}
+    """mode chain: stage -> workers the kind sets itself (SearchHandlers.chain_workers)."""
 
     def __init__(self, ctx: RunContext, strategy: Strategy, rows: EvalRows) -> None:
         self.ctx = ctx

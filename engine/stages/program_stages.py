@@ -18,6 +18,7 @@ from collections import deque
 from typing import Mapping
 
 from engine import events as ev
+from engine.capabilities.program_chain import ProgramChain
 from engine.code import cycling
 from engine.code.filters import ProgramFilters, Verdict, program_hash
 from engine.code.patches import apply_reply, unified_diff
@@ -75,6 +76,11 @@ class ProgramStages(KindHandlers):
         self.failures: deque[str] = deque(maxlen=max(1, self.settings.num_failures))
         self.guard = self.settings.cycling_guard
         self.history = cycling.LineageHistory(self._lineage)
+        self.chain = ProgramChain(ctx) if self.mode.chains else None
+        """mode chain: the shared head every step improves (engine/capabilities/program_chain.py)."""
+        # A step is carried onto the newest head as it starts its evaluation, so steps wait in
+        # the evaluate queue, not inside the sandbox's slots, where the head could move on again.
+        self.chain_workers = {"evaluate": self.settings.eval_concurrency} if self.chain else {}
 
     def _lineage(self, artifact_id: str) -> tuple[str, tuple[str, ...]] | None:
         pool = self.ctx.pool
@@ -279,8 +285,35 @@ class ProgramStages(KindHandlers):
         self.filters.counts["cycling_warned" if self.guard == "warn" else "cycling_penalised"] += 1
         return Verdict(None)
 
+    def admitted(self, item: WorkItem) -> None:
+        if self.chain is not None:
+            self.chain.start(item)
+
+    def ended(self, item: WorkItem) -> None:
+        if self.chain is not None:
+            self.chain.ended(item)
+        super().ended(item)
+
+    def _rebase(self, item: WorkItem) -> str:
+        """mode chain: the candidate on the newest head, checked again ("" when it may go on)."""
+        reason = self.chain.rebase(item) if self.chain is not None else ""
+        if reason or "rebased" not in item.payload or item.payload.get("rebase_checked"):
+            return reason
+        item.payload["rebase_checked"] = True
+        verdict = self.filters.check(self.ctx.pool.get(item.parent_id).text, item.payload["child"])
+        if not verdict.passed:
+            return f"rebased onto the newer head: filter {verdict.kind}: {verdict.reason}"
+        self.filters.remember(item.payload["child"])
+        return ""
+
     async def evaluate(self, item: WorkItem) -> WorkItem | None:
         ctx = self.ctx
+        unjoinable = self._rebase(item)
+        if unjoinable:
+            ctx.tally.rejected += 1
+            ctx.bus.publish(ev.CandidateRejected(item_id=item.item_id, parent_id=item.parent_id, reason=unjoinable))
+            item.end("rejected", unjoinable)
+            return None
         ctx.bus.publish(ev.EvaluationStart(item_id=item.item_id, split="program", n_examples=1))
         res = await self.run_evaluation(item.payload["child"])
         item.payload["eval_s"] = round(res.duration_s, 3)
@@ -331,6 +364,8 @@ class ProgramStages(KindHandlers):
         )
         self.ledger.commit(item, art)  # counted and announced there
         item.payload["artifact_id"] = artifact_id
+        if self.chain is not None:
+            self.chain.committed(item, artifact_id, item.payload["score"])
         item.end("accepted")
         return None
 

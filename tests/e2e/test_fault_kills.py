@@ -34,6 +34,7 @@ MODES = {
     "pxn": ("rules", ["--mode", "pxn"]),
     "chain": ("rules", ["--mode", "chain"]),
     "program-async": ("circle_packing", []),
+    "program-chain": ("circle_packing", ["--mode", "chain"]),
 }
 
 

@@ -1,0 +1,88 @@
+"""Proposal chains for program tasks (mode chain): every step improves one shared head.
+
+Why: in mode async each proposal starts from a parent the strategy samples, so eight proposals
+in flight mostly improve eight different programs, and an improvement found in one lineage
+reaches the others only through selection. A chain step instead always starts from the shared
+head, the best program the chains have made, and an edit made while another chain moved the
+head is carried onto the newer head before it is evaluated:
+
+- admission: `chains` steps run at once (the orchestrator's chain admission); each starts from
+  the head (at the run's start the pool's best);
+- before the evaluation, if another chain moved the head since the step began, the candidate's
+  edit is re-applied to the newer head by a three-way line merge (selection/merge.py): the merged
+  program is what gets evaluated, so its score is the score of what would become the head; a
+  candidate that cannot join (a conflict, or the newer head already holds its edit) is rejected
+  without an evaluation, the expensive part of a program step;
+- after the evaluation the strategy's acceptance decides what enters the pool, as in any mode;
+  a committed program that scores above the head becomes the new head.
+
+Unlike the prompt chain (engine/stages/chain.py) there are no traces to hand on: the next step of
+a chain is admitted as the previous one ends, from the head as it is then. The count of chains
+adapts as there (ChainState.after_step) when chains_min is set.
+"""
+
+from __future__ import annotations
+
+from engine.code.patches import unified_diff
+from engine.context import RunContext
+from engine.items import ChainLink, WorkItem
+from engine.selection import merge
+
+
+class ProgramChain:
+    def __init__(self, ctx: RunContext) -> None:
+        self.ctx = ctx
+
+    def _head(self):
+        """The shared head as a pool artifact; the pool's best when none is set (or it is gone)."""
+        ch, pool = self.ctx.chain, self.ctx.pool
+        if not ch.head_base or ch.head_base not in pool:
+            best = pool.best()
+            ch.head_base, ch.head_text, ch.head_chain = best.artifact_id, best.text, []
+        return pool.get(ch.head_base)
+
+    def start(self, item: WorkItem) -> None:
+        """An admitted step starts from the head (the strategy's pick keeps its tags: islands, ...)."""
+        head = self._head()
+        item.parent_id = head.artifact_id
+        item.chain = ChainLink(head.text, self.ctx.chain.seq, [])
+
+    def rebase(self, item: WorkItem) -> str:
+        """Before the evaluation: carry the candidate onto a head another chain moved since the
+        step began. "" when it may be evaluated, else why it was turned away unevaluated."""
+        link, ch = item.chain, self.ctx.chain
+        if link is None or ch.seq == link.head_seq:
+            return ""
+        head = self._head()
+        merged = merge.three_way(link.head_text, item.payload["child"], head.text)
+        if merged is None:
+            self.ctx.staleness_counts["chain_unjoinable"] += 1
+            self._step(collided=True)
+            return "does not apply to the newer head (a conflict, or the edit is there); not evaluated"
+        item.payload["rebased"] = {"from_seq": link.head_seq, "to_seq": ch.seq, "from_parent": item.parent_id,
+                                   "mechanical": True}
+        item.payload["child"] = merged
+        item.payload["diff"] = unified_diff(head.text, merged, head.artifact_id, "child")
+        item.parent_id = head.artifact_id
+        link.head_text, link.head_seq = head.text, ch.seq
+        self.ctx.staleness_counts["chain_rebase"] += 1
+        return ""
+
+    def committed(self, item: WorkItem, artifact_id: str, score: float) -> None:
+        """A committed program that beats the head becomes the head."""
+        head = self._head()
+        ch = self.ctx.chain
+        if score > head.val_mean:
+            ch.head_base, ch.head_text, ch.head_chain = artifact_id, self.ctx.pool.get(artifact_id).text, []
+            ch.seq += 1
+        self._step(collided=False)
+
+    def ended(self, item: WorkItem) -> None:
+        """A step that ended without a commit (failed, rejected) still counts as a clean step."""
+        if item.chain is not None and item.payload.get("outcome") in ("failed", "rejected"):
+            if not str(item.payload.get("reason", "")).startswith("does not apply to the newer head"):
+                self._step(collided=False)
+
+    def _step(self, collided: bool) -> None:
+        cfg = self.ctx.config.pipeline
+        self.ctx.chain.after_step(collided, cfg.chain_floor, cfg.chains, cfg.chain_grow_after)

@@ -1,0 +1,93 @@
+"""Chains for program tasks (engine/capabilities/program_chain.py): every step starts from the
+shared head, an edit made while another chain moved the head is merged onto it before its
+evaluation (or turned away unevaluated), and a committed program above the head becomes it."""
+
+from __future__ import annotations
+
+from collections import Counter
+from types import SimpleNamespace
+
+from engine.capabilities.program_chain import ProgramChain
+from engine.items import WorkItem
+from engine.pool import Artifact, Pool
+from engine.run_state import ChainState
+
+BASE = "def f():\n    a = 1\n    b = 2\n    c = 3\n    return a + b + c\n"
+
+
+def _ctx(chains: int = 4, chains_min: int | None = None) -> SimpleNamespace:
+    pool = Pool()
+    pool.add(Artifact("a000000", BASE, (), 0, {"combined_score": 0.5}, status="seed"))
+    pipeline = SimpleNamespace(chains=chains, chain_floor=chains_min or chains, chain_grow_after=3)
+    return SimpleNamespace(pool=pool, chain=ChainState(), staleness_counts=Counter(),
+                           config=SimpleNamespace(pipeline=pipeline))
+
+
+def _item(n: int) -> WorkItem:
+    return WorkItem(item_id=f"i{n:06d}", created_version=0, parent_id="", minibatch=[], stage="propose",
+                    created_at=0.0)
+
+
+def _commit(ctx, aid: str, text: str, score: float) -> None:
+    ctx.pool.add(Artifact(aid, text, (ctx.chain.head_base,), 0, {"combined_score": score}))
+
+
+def test_steps_start_from_the_head_and_a_better_commit_moves_it():
+    ctx = _ctx()
+    chain = ProgramChain(ctx)
+    one, two = _item(1), _item(2)
+    chain.start(one)
+    chain.start(two)
+    assert one.parent_id == two.parent_id == "a000000" and one.chain.head_seq == 0
+    _commit(ctx, "a000001", BASE.replace("a = 1", "a = 5"), 0.7)
+    chain.committed(one, "a000001", 0.7)
+    assert (ctx.chain.head_base, ctx.chain.seq) == ("a000001", 1)
+    _commit(ctx, "a000009", BASE.replace("a = 1", "a = 0"), 0.6)  # below the head: stays in the pool only
+    chain.committed(_item(9), "a000009", 0.6)
+    assert (ctx.chain.head_base, ctx.chain.seq) == ("a000001", 1)
+    three = _item(3)
+    chain.start(three)
+    assert three.parent_id == "a000001" and "a = 5" in three.chain.head_text
+
+
+def test_an_edit_made_on_an_older_head_is_merged_onto_the_newer_one_before_its_evaluation():
+    ctx = _ctx()
+    chain = ProgramChain(ctx)
+    one, two = _item(1), _item(2)
+    chain.start(one)
+    chain.start(two)
+    _commit(ctx, "a000001", BASE.replace("a = 1", "a = 5"), 0.7)
+    chain.committed(one, "a000001", 0.7)
+    two.payload["child"] = BASE.replace("c = 3", "c = 9")
+    assert chain.rebase(two) == ""
+    assert two.payload["child"].strip() == BASE.replace("a = 1", "a = 5").replace("c = 3", "c = 9").strip()
+    assert two.parent_id == "a000001" and two.payload["rebased"]["from_seq"] == 0
+    assert ctx.staleness_counts["chain_rebase"] == 1
+    # Evaluated on the merged program, committed above the head: both edits are in the new head.
+    _commit(ctx, "a000002", two.payload["child"], 0.8)
+    chain.committed(two, "a000002", 0.8)
+    assert "a = 5" in ctx.chain.head_text and "c = 9" in ctx.chain.head_text
+
+
+def test_an_edit_the_newer_head_already_holds_is_turned_away_unevaluated():
+    ctx = _ctx(chains=4, chains_min=2)
+    chain = ProgramChain(ctx)
+    one, two = _item(1), _item(2)
+    chain.start(one)
+    chain.start(two)
+    _commit(ctx, "a000001", BASE.replace("a = 1", "a = 5"), 0.7)
+    chain.committed(one, "a000001", 0.7)
+    ctx.chain.count = 3
+    two.payload["child"] = BASE.replace("a = 1", "a = 5")  # the same edit, made by the other chain
+    reason = chain.rebase(two)
+    assert reason.startswith("does not apply to the newer head")
+    assert ctx.staleness_counts["chain_unjoinable"] == 1 and ctx.chain.count == 2  # a collision takes a chain away
+
+
+def test_a_fresh_step_needs_no_rebase():
+    ctx = _ctx()
+    chain = ProgramChain(ctx)
+    one = _item(1)
+    chain.start(one)
+    one.payload["child"] = BASE.replace("b = 2", "b = 4")
+    assert chain.rebase(one) == "" and "rebased" not in one.payload
