@@ -13,7 +13,8 @@ from typing import Any, Iterable, Mapping
 
 from engine.pool import Artifact
 
-ISLAND_KEYS = ("islands", "migration_interval", "migration_share", "bins", "population_cap")
+ISLAND_KEYS = ("islands", "migration_interval", "migration_share", "bins", "population_cap",
+               "migration_threshold", "migration_trigger")
 
 
 @dataclass(frozen=True)
@@ -59,6 +60,9 @@ class IslandsView:
     migration_interval: int
     feature: str
     """The grid's second dimension: "novelty" or "coverage"."""
+    events: tuple = ()
+    """Every migration the fold made (engine/selection/island_migration.py MigrationEvent), oldest
+    first: when, between which islands, both diversities and the migrants."""
 
     @property
     def next_migration_in(self) -> int:
@@ -107,4 +111,4 @@ def build_islands_view(strategy: Mapping[str, Any], artifacts: Iterable[Artifact
                 migrations.append(Migration(aid, membership.migrated_from, i, versions.get(aid, 0)))
     migrations.sort(key=lambda m: (m.version, m.artifact_id, m.from_island, m.to_island))
     return IslandsView(tuple(views), tuple(migrations), state["count"], settings.migration_interval,
-                       "coverage" if per_instance else "novelty")
+                       "coverage" if per_instance else "novelty", tuple(archive.migration_log()))

@@ -16,7 +16,13 @@ class LoongFlowConfig(StrictModel):
     islands: int = Field(3, ge=1)
     """Islands in a ring; children stay in the island their parent was picked in."""
     migration_interval: int = Field(10, ge=1)
-    """Every this many committed artifacts, each island's top elites join both ring neighbours."""
+    """Every this many committed artifacts the ring's neighbours are compared for migration."""
+    migration_threshold: float = Field(0.1, ge=0, le=1)
+    """Elites migrate along a ring edge only when its islands' diversity (normalised cell entropy,
+    engine/selection/island_migration.py) differs by more than this (the paper sets no value)."""
+    migration_trigger: Literal["diversity", "interval"] = "diversity"
+    """diversity: LoongFlow §4.2.1 (above); interval: every island's top elites join both ring
+    neighbours every `migration_interval` commits (the earlier behaviour, OpenEvolve's)."""
     migration_share: float = Field(0.2, gt=0, le=1)
     """The share of an island's elites that migrates (at least one)."""
     bins: int | None = Field(None, ge=1)

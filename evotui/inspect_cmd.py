@@ -50,7 +50,7 @@ async def _runs(store: Store, args: argparse.Namespace) -> int:
     return 0
 
 
-def _islands(record) -> list[dict] | None:
+def _islands(record) -> tuple[list[dict], list[dict]] | None:
     """The loongflow archive's islands, rebuilt from the stored artifacts by the same fold the
     run used (engine/selection/islands.py), so they equal the live run's; None for other strategies."""
     strategy = (record.summary or {}).get("strategy") or (record.config.get("strategy") or {}).get("name")
@@ -63,7 +63,7 @@ def _islands(record) -> list[dict] | None:
 
     opts = LoongFlowConfig(**((record.config.get("strategy") or {}).get("loongflow") or {}))
     settings = IslandSettings(opts.islands, opts.migration_interval, opts.migration_share, opts.bins,
-                              opts.population_cap)
+                              opts.population_cap, opts.migration_threshold, opts.migration_trigger)
     archive = IslandArchive(settings, [artifact_from_row(a) for a in record.artifacts])
     out = []
     for i in range(len(archive)):
@@ -78,8 +78,10 @@ def _islands(record) -> list[dict] | None:
             "cells": [{"cell": list(cell), "id": aid, "score": scores.get(aid)}
                       for cell, aid in sorted(grid.elites.items())],
             "temperature": round(island_tau(archive, i, opts.temperature_rule, opts.tau_base), 4),
+            "diversity": round(archive.diversity(i), 4),
         })
-    return out
+    return out, [{"at": m.at, "from": m.source, "to": m.target, "from_diversity": m.source_diversity,
+                  "to_diversity": m.target_diversity, "migrants": list(m.artifact_ids)} for m in archive.migration_log()]
 
 
 def _pes_counts(arts: list[dict]) -> dict[str, int]:
@@ -152,9 +154,10 @@ async def _show(store: Store, args: argparse.Namespace) -> int:
     info["restores"] = _restores(record)
     if seed is not None and (seed.get("meta") or {}).get("branched_from"):
         info["branched_from"] = seed["meta"]["branched_from"]
-    islands = _islands(record)
+    islands, migrations = _islands(record) or (None, [])
     if islands is not None:
         info["islands"] = islands
+        info["migrations"] = migrations
         info["pes"] = _pes_counts(arts)
     if args.json:
         print(json.dumps(info, default=str))
@@ -178,6 +181,10 @@ async def _show(store: Store, args: argparse.Namespace) -> int:
         print(f"{'islands':14} " + "; ".join(
             f"{isl['island']}: best {_fmt_score(isl['best_score'])} ({isl['best_id']}), {isl['size']} members, "
             f"{len(isl['cells'])} cells, tau {isl['temperature']:.2f}" for isl in islands))
+        print(f"{'migrations':14} " + ("; ".join(
+            f"@{m['at']} {m['from']}->{m['to']} (D {m['from_diversity']:.2f} vs {m['to_diversity']:.2f}): "
+            f"{', '.join(m['migrants']) or 'none new'}" for m in migrations[-6:]) or "none yet")
+              + (f" ({len(migrations)} in all)" if len(migrations) > 6 else ""))
         p = info["pes"]
         print(f"{'pes':14} {p['plans']} plans ({p['plan_fallbacks']} fallbacks), "
               f"{p['summaries']} summaries ({p['summary_fallbacks']} fallbacks)")

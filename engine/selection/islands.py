@@ -8,9 +8,10 @@ artifact:
 - the seed is a member of every island (an island with nothing of its own selects it);
 - any other artifact joins the island its parent was picked in (the selector's tag, which the
   committed child carries in meta["selection"]["island"]); without a usable tag, the emptiest;
-- every `migration_interval` artifacts, each island's top `migration_share` of elites become
-  members of both ring neighbours (nothing is copied: lineage is untouched; a migrant records
-  where it came from);
+- every `migration_interval` artifacts, along each ring edge whose islands' diversity differs by
+  more than `migration_threshold`, the more diverse island's top `migration_share` of elites
+  become members of the other (island_migration.py; nothing is copied: lineage is untouched; a
+  migrant records where it came from, and the fold keeps a MigrationEvent per move);
 - an island over `population_cap` evicts its worst non-elite (then its worst elite), never the
   global best. Evicted artifacts stay in the pool; they are only no longer selectable here.
 
@@ -38,6 +39,7 @@ from dataclasses import dataclass, field
 from typing import Iterable, Mapping
 
 from engine.pool import Artifact, is_live
+from engine.selection.island_migration import MigrationEvent, diversity, planned_moves
 
 
 @dataclass(frozen=True)
@@ -47,6 +49,10 @@ class IslandSettings:
     migration_share: float = 0.2
     bins: int | None = None
     population_cap: int = 30
+    migration_threshold: float = 0.1
+    migration_trigger: str = "diversity"
+    """diversity: along edges whose diversity differs by over the threshold (the paper); interval:
+    every island's elites to both neighbours every `migration_interval` commits."""
 
 
 @dataclass(frozen=True)
@@ -97,6 +103,7 @@ class _Checkpoint:
     best_id: str | None
     references: Mapping[str, frozenset[str]]
     islands: tuple[Island, ...]
+    migrations: tuple[MigrationEvent, ...] = ()
 
     @staticmethod
     def initial(islands: int) -> _Checkpoint:
@@ -155,6 +162,7 @@ class IslandArchive:
         self.count, self._best_id, self._pos = cp.count, cp.best_id, cp.pos
         """count: live artifacts folded in (what migration and stagnation count)."""
         self._references = dict(cp.references)
+        self.migrations: list[MigrationEvent] = list(cp.migrations)
         self._grids: dict[int, Grid] = {}
         self._checkpoints = {p: c for p, c in self._checkpoints.items() if p <= cp.pos}
         self._checkpoints[cp.pos] = cp
@@ -162,7 +170,8 @@ class IslandArchive:
     def _checkpoint(self) -> None:
         self._checkpoints[self._pos] = _Checkpoint(
             self._pos, self.count, self._best_id, dict(self._references),
-            tuple(Island(i.index, dict(i.members), i.best, i.improved_at, i.evicted) for i in self.islands))
+            tuple(Island(i.index, dict(i.members), i.best, i.improved_at, i.evicted) for i in self.islands),
+            tuple(self.migrations))
 
     def _fold(self) -> None:
         """Place the artifacts not folded in yet, in commit order."""
@@ -260,16 +269,21 @@ class IslandArchive:
         n = len(self.islands)
         if n < 2:
             return
-        # Chosen from a snapshot first, so the outcome does not depend on the order islands move in.
+        # Diversities and migrants from a snapshot first, so the outcome does not depend on the
+        # order islands move in.
+        div = [self.diversity(i) for i in range(n)]
         outgoing = []
         for island in self.islands:
             elites = self._ranked(self._grid(island).elites.values())
             take = max(1, math.ceil(self.settings.migration_share * len(elites)))
             outgoing.append(elites[:take])
-        for i, movers in enumerate(outgoing):
-            for j in dict.fromkeys(((i - 1) % n, (i + 1) % n)):
-                for art in movers:
-                    self._join(self.islands[j], art.artifact_id, Membership(home=False, migrated_from=i))
+        moves = (planned_moves(div, self.settings.migration_threshold) if self.settings.migration_trigger == "diversity"
+                 else [(i, j) for i in range(n) for j in dict.fromkeys(((i - 1) % n, (i + 1) % n))])
+        for i, j in moves:
+            moved = tuple(a.artifact_id for a in outgoing[i] if a.artifact_id not in self.islands[j].members)
+            for aid in moved:
+                self._join(self.islands[j], aid, Membership(home=False, migrated_from=i))
+            self.migrations.append(MigrationEvent(self.count, i, j, round(div[i], 4), round(div[j], 4), moved))
 
     # -- the grid -----------------------------------------------------------------------------
     def _grid(self, island: Island) -> Grid:
@@ -356,6 +370,19 @@ class IslandArchive:
         total = sum(counts.values())
         return -sum(c / total * math.log(c / total) for c in counts.values()) if total else 0.0
 
+    def diversity(self, i: int) -> float:
+        """Island i's entropy over its cells normalised to [0, 1] (island_migration.py)."""
+        self._fresh()
+        counts: dict[Cell, int] = {}
+        for cell in self._grid(self.islands[i]).cell_of.values():
+            counts[cell] = counts.get(cell, 0) + 1
+        return diversity(counts)
+
+    def migration_log(self) -> list[MigrationEvent]:
+        """Every migration the fold made, oldest first."""
+        self._fresh()
+        return list(self.migrations)
+
     @property
     def best_id(self) -> str | None:
         self._fresh()
@@ -367,6 +394,7 @@ class IslandArchive:
         return {
             "count": self.count,
             "best": self._best_id,
+            "migrations": list(self.migrations),
             "islands": [
                 {"members": dict(isl.members), "best": isl.best, "improved_at": isl.improved_at,
                  "evicted": isl.evicted, "cells": dict(self._grid(isl).elites)}

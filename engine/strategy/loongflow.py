@@ -21,7 +21,8 @@ from engine.strategy.registry import register
 SUMMARY = ("island ring of MAP-Elites grids, migration, adaptive Boltzmann parents, whole population, "
            "Plan-Execute-Summarize from the lineage (LoongFlow)")
 
-ISLAND_KEYS = ("islands", "migration_interval", "migration_share", "bins", "population_cap")
+ISLAND_KEYS = ("islands", "migration_interval", "migration_share", "bins", "population_cap",
+               "migration_threshold", "migration_trigger")
 SELECTOR_KEYS = ("temperature_rule", "tau_base", "explore_prob", "stagnation_k")
 
 

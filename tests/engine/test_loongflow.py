@@ -117,7 +117,7 @@ def test_children_join_the_island_they_were_picked_in_and_the_seed_is_everywhere
 
 
 def test_migration_reaches_both_neighbours_without_duplicates() -> None:
-    pool, islands = seeded(IslandSettings(islands=3, migration_interval=4, migration_share=1.0, bins=1))
+    pool, islands = seeded(IslandSettings(islands=3, migration_interval=4, migration_share=1.0, bins=1, migration_trigger="interval"))
     add(pool, "x0", 0.5, island=0)
     add(pool, "x1", 0.6, island=1)
     add(pool, "x2", 0.7, island=2)  # the fourth live artifact: every island sends its elite
@@ -132,7 +132,7 @@ def test_migration_reaches_both_neighbours_without_duplicates() -> None:
 
 
 def test_two_islands_receive_a_migrant_once() -> None:
-    pool, islands = seeded(IslandSettings(islands=2, migration_interval=3, migration_share=1.0, bins=1))
+    pool, islands = seeded(IslandSettings(islands=2, migration_interval=3, migration_share=1.0, bins=1, migration_trigger="interval"))
     add(pool, "x0", 0.5, island=0)
     add(pool, "x1", 0.6, island=1)
     assert set(islands.islands[0].members) == {"seed", "x0", "x1"}
