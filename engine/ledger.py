@@ -76,7 +76,9 @@ class Ledger:
         """A fully validated artifact of `item` enters the pool and is announced as accepted."""
         ctx = self.ctx
         before = self.best()
-        change = ctx.pool.add(art, {"parent": item.parent_id, "val_mean": art.val_mean, "item_id": item.item_id})
+        # metric_calls: the spend when the child was found (GEPAResult.discovery_eval_counts, evotui/api_result.py).
+        change = ctx.pool.add(art, {"parent": item.parent_id, "val_mean": art.val_mean, "item_id": item.item_id,
+                                    "metric_calls": ctx.tally.metric_calls})
         stored = ctx.pool.get(art.artifact_id)
         self._persist(stored, item.minibatch, feedback or {}, _operator(item), lineage=True)
         self._pool_event(change)
@@ -108,7 +110,8 @@ class Ledger:
         """Full validation confirmed a speculative artifact: it is now validated and accepted."""
         ctx = self.ctx
         before = self.best()
-        change = ctx.pool.set_status(artifact_id, "confirmed", val_scores, {"val_mean": mean, "threshold": threshold})
+        change = ctx.pool.set_status(artifact_id, "confirmed", val_scores, {"val_mean": mean, "threshold": threshold,
+                                                                            "metric_calls": ctx.tally.metric_calls})
         stored = ctx.pool.get(artifact_id)
         # Lineage rows were written at the insert; only the scores and status change.
         self._persist(stored, item.minibatch, feedback or {}, _operator(item), lineage=False)

@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import math
 import warnings
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -21,34 +20,8 @@ from engine.components import NAME, has_header_line
 from engine.config import SIM_URL
 from engine.runner import EngineRun, SetupError
 from engine.tasks.adapter_task import AdapterTask, seed_components
+from evotui.api_result import OptimizeResult, pareto_front, run_counts
 from evotui.control import ControlServer, socket_path
-
-
-@dataclass(frozen=True)
-class OptimizeResult:
-    """GEPA's result fields, read from the run's pool (seed first, then commit order)."""
-
-    candidates: list[dict[str, str]]
-    parents: list[list[int | None]]
-    val_aggregate_scores: list[float]
-    val_subscores: list[list[float]]
-    """Per candidate, its score on each validation example, in valset order."""
-    total_metric_calls: int
-    run_id: str
-    db: str
-    status: str
-    stop_reason: str
-    artifact_ids: list[str]
-
-    @property
-    def best_idx(self) -> int:
-        """The highest validation mean; the earliest candidate on a tie (as GEPA)."""
-        scores = self.val_aggregate_scores
-        return max(range(len(scores)), key=lambda i: (scores[i], -i))
-
-    @property
-    def best_candidate(self) -> dict[str, str]:
-        return self.candidates[self.best_idx]
 
 
 def _check_inputs(seed_candidate: Any, trainset: Any, valset: Any, adapter: Any,
@@ -132,7 +105,7 @@ async def optimize_async(seed_candidate: dict[str, str], trainset: Sequence[Any]
         # exit code 2 is bad input (a broken adapter); anything else is the run's own failure.
         error = ValueError if outcome.exit_code == 2 else RuntimeError
         raise error(f"run {run.ctx.run_id} failed: {outcome.reason}")
-    return _result(run, outcome.status, outcome.reason, str(db))
+    return await _result(run, outcome.status, outcome.reason, Path(db), seed)
 
 
 def optimize(seed_candidate: dict[str, str], trainset: Sequence[Any], valset: Sequence[Any], adapter: Any,
@@ -143,18 +116,21 @@ def optimize(seed_candidate: dict[str, str], trainset: Sequence[Any], valset: Se
     return asyncio.run(optimize_async(seed_candidate, trainset, valset, adapter, **options))
 
 
-def _result(run: EngineRun, status: str, reason: str, db: str) -> OptimizeResult:
+async def _result(run: EngineRun, status: str, reason: str, db: Path, seed: int) -> OptimizeResult:
     pool = run.ctx.pool
     arts = sorted((a for a in pool.artifacts() if a.status in ("seed", "confirmed")),
                   key=lambda a: (a.status != "seed", a.created_version, a.artifact_id))
     index = {a.artifact_id: i for i, a in enumerate(arts)}
     val_ids = run.ctx.task.val_ids
+    subscores = [{n: a.val_scores[v] for n, v in enumerate(val_ids)} for a in arts]
+    ids = [a.artifact_id for a in arts]
+    discovery, full_evals = await run_counts(db, run.ctx.run_id, ids, len(val_ids))
     return OptimizeResult(
         candidates=[{c.name: c.text for c in a.parts} for a in arts],
         parents=[[index.get(p) for p in a.parent_ids] or [None] for a in arts],
         val_aggregate_scores=[a.val_mean for a in arts],
-        val_subscores=[[a.val_scores[v] for v in val_ids] for a in arts],
-        total_metric_calls=run.ctx.tally.metric_calls,
-        run_id=run.ctx.run_id, db=db, status=status, stop_reason=reason,
-        artifact_ids=[a.artifact_id for a in arts],
+        val_subscores=subscores, per_val_instance_best_candidates=pareto_front(subscores),
+        discovery_eval_counts=discovery, total_metric_calls=run.ctx.tally.metric_calls,
+        num_full_val_evals=full_evals, run_dir=str(db.resolve().parent), seed=seed,
+        run_id=run.ctx.run_id, db=str(db), status=status, stop_reason=reason, artifact_ids=ids,
     )
