@@ -81,8 +81,14 @@ def test_openevolve_checkpoint(tmp_path: Path) -> None:
     lineage = _analyzed(run_id, db)["lineage"]
     assert lineage["best_score"] == max(p["metrics"]["combined_score"] for p in programs.values())
     assert lineage["proposals"] == sum(1 for c in cands if c["parent_ids"])
-    child = next(c["candidate_id"] for c in cands if c["parent_ids"])
-    assert _branch(run_id, child, db)["status"] == "completed"
+    child = next(c for c in cands if c["parent_ids"] and programs[c["meta"]["source_id"]].get("prompts"))
+    # The child's logged prompt is re-sent and each reply applied to its parent and evaluated.
+    rep = evotui("replay", run_id, child["candidate_id"], "-n", "2", "--llm", "sim", "--db", str(db), "--json")
+    assert rep.returncode == 0, rep.stderr
+    replayed = json.loads(rep.stdout)
+    assert replayed["parent_id"] == child["parent_ids"][0] and len(replayed["replies"]) == 2
+    assert replayed["recorded_score"] == child["val_mean"] and replayed["task_kind"] == "program"
+    assert _branch(run_id, child["candidate_id"], db)["status"] == "completed"
 
 
 def test_gepa_run_dir(tmp_path: Path) -> None:

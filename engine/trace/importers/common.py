@@ -85,7 +85,7 @@ class NativeRun:
                 "outcome": "seed" if not c.parent_source_ids else "accepted", "reason": None,
                 "iteration": c.iteration, "parent_ids": parents, "source": c.text, "components": c.components,
                 "val_mean": c.score, "val_scores": c.val_scores, "minibatch": None, "meta": meta,
-                "created_at": c.created_at, "item": None})
+                "created_at": c.created_at, "item": _item(item_id, c, parents) if item_id else None})
             operator = "merge" if len(parents) > 1 else "mutate"
             edges += [{"parent_id": p, "child_id": cid, "operator": operator, "created_at": c.created_at}
                       for p in parents]
@@ -116,3 +116,10 @@ class NativeRun:
                "sandbox": None, "python": None, "platform": None, "source_format": self.fmt}
         return Trace(run=run, candidates=candidates, evaluations=evaluations, edges=edges, contexts=contexts,
                      replay_environments=[env])
+
+
+def _item(item_id: str, c: NativeCandidate, parents: list[str]) -> dict[str, Any]:
+    """The pipeline item that made the child: what `evotui replay` finds its propose prompt by."""
+    return {"item_id": item_id, "created_version": c.iteration, "parent_artifact_id": parents[0] if parents else None,
+            "stage": "update", "outcome": "accepted", "error": None, "created_at": c.created_at,
+            "updated_at": c.created_at, "payload": {"child": {"same_as": "source"}, "score": c.score}}

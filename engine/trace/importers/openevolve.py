@@ -18,6 +18,7 @@ from engine.trace.errors import TraceError
 from engine.trace.importers.common import NativeCandidate, NativeRun, finite
 
 _CHECKPOINT = re.compile(r"checkpoint_(\d+)$")
+_PATCH_FORMATS = {"diff": "diff", "full": "full", "rewrite": "full"}
 
 
 def _is_checkpoint(folder: Path) -> bool:
@@ -97,7 +98,9 @@ def read(path: Path) -> NativeRun:
             val_scores={"combined_score": score} if score is not None else None,
             meta={"metrics": metrics, "generation": prog.get("generation"), "language": prog.get("language"),
                   "island": info.get("island"), "changes": info.get("changes") or prog.get("changes_description"),
-                  "evolution_mode": info.get("evolution_mode")},
+                  "evolution_mode": info.get("evolution_mode"),
+                  # OpenEvolve's diff mode is SEARCH/REPLACE blocks, evotui's "diff"; full rewrites are "full".
+                  "patch_format": _PATCH_FORMATS.get(info.get("evolution_mode"))},
             calls=_calls(prog.get("prompts"), info.get("llm_model"), usage)))
     # Creation order: the seed first, then as OpenEvolve found them.
     candidates.sort(key=lambda c: (bool(c.parent_source_ids), c.iteration, c.created_at, c.source_id))
