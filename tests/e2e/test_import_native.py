@@ -149,6 +149,72 @@ def test_shinka_database(tmp_path: Path) -> None:
     assert _branch(run_id, "a000001", db)["status"] == "completed"  # on the task found above the database
 
 
+def test_gepa_state_with_components_and_a_merge(tmp_path: Path) -> None:
+    """A two-component GEPA state written by GEPA's own GEPAState (no LLM): each candidate is one
+    artifact with its components, a two-parent candidate is a merge."""
+    pytest.importorskip("gepa")
+    import numpy as np
+    from gepa.core.state import GEPAState, ValsetEvaluation
+
+    def scores(*s: float) -> ValsetEvaluation:
+        return ValsetEvaluation(outputs_by_val_id={i: "" for i in range(len(s))},
+                                scores_by_val_id={i: np.float64(v) for i, v in enumerate(s)})  # as adapters return
+
+    state = GEPAState({"plan": "Plan first.", "answer": "Answer briefly."}, scores(0.0, 0.5))
+    state.update_state_with_new_program([0], {"plan": "Plan in steps.", "answer": "Answer briefly."},
+                                        scores(0.5, 0.5), None, 10)
+    state.update_state_with_new_program([0], {"plan": "Plan first.", "answer": "One line."}, scores(0.0, 1.0), None, 20)
+    state.update_state_with_new_program([1, 2], {"plan": "Plan in steps.", "answer": "One line."},
+                                        scores(1.0, 1.0), None, 30)
+    (tmp_path / "run").mkdir()
+    state.save(str(tmp_path / "run"))
+    db = tmp_path / "runs.db"
+    run_id = _import(tmp_path / "run", db)
+    cands = _exported(run_id, db, tmp_path / "export")
+    assert [[(c["name"], c["text"]) for c in cand["components"]] for cand in cands] == [
+        list(p.items()) for p in state.program_candidates]
+    assert cands[3]["source"] == "## [plan]\nPlan in steps.\n\n## [answer]\nOne line."
+    assert [c["val_mean"] for c in cands] == [0.25, 0.5, 0.5, 1.0]
+    edges = [json.loads(x) for x in (tmp_path / "export" / "edges.jsonl").read_text().splitlines()]
+    assert sorted((e["parent_id"], e["child_id"], e["operator"]) for e in edges) == [
+        ("a000000", "a000001", "mutate"), ("a000000", "a000002", "mutate"),
+        ("a000001", "a000003", "merge"), ("a000002", "a000003", "merge")]
+
+
+# ShinkaEvolve's programs table as shinka/database/dbase.py creates it (0.0.7), for machines
+# without the library: the same import, checked without Shinka's own writer.
+_SHINKA_PROGRAMS = """CREATE TABLE programs (id TEXT PRIMARY KEY, code TEXT NOT NULL, language TEXT NOT NULL,
+    parent_id TEXT, archive_inspiration_ids TEXT, top_k_inspiration_ids TEXT, generation INTEGER NOT NULL,
+    timestamp REAL NOT NULL, code_diff TEXT, combined_score REAL, public_metrics TEXT, private_metrics TEXT,
+    text_feedback TEXT, complexity REAL, embedding TEXT, embedding_pca_2d TEXT, embedding_pca_3d TEXT,
+    embedding_cluster_id INTEGER, correct BOOLEAN DEFAULT 0, children_count INTEGER NOT NULL DEFAULT 0,
+    metadata TEXT, migration_history TEXT, island_idx INTEGER, system_prompt_id TEXT)"""
+
+
+def test_shinka_schema_without_the_library(tmp_path: Path) -> None:
+    path = tmp_path / "results" / "evolution_db.sqlite"  # the older releases' name
+    path.parent.mkdir()
+    con = sqlite3.connect(path)
+    con.execute(_SHINKA_PROGRAMS)
+    rows = [("p0", None, 0, 1.0, 0.5, 1, {}), ("c1", None, 0, 1.5, 0.5, 1, {"_is_island_copy": True,
+                                                                          "_original_program_id": "p0"}),
+            ("p1", "c1", 1, 2.0, 0.7, 1, {}), ("p2", "p1", 2, 3.0, None, 0, {})]
+    con.executemany("INSERT INTO programs (id, code, language, parent_id, generation, timestamp, combined_score, "
+                    "correct, metadata, public_metrics) VALUES (?, ?, 'python', ?, ?, ?, ?, ?, ?, '{}')",
+                    [(i, f"print({n})\n", parent, gen, t, score, ok, json.dumps(meta))
+                     for n, (i, parent, gen, t, score, ok, meta) in enumerate(rows)])
+    con.commit()
+    con.close()
+    db = tmp_path / "runs.db"
+    run_id = _import(path.parent, db)
+    cands = _exported(run_id, db, tmp_path / "export")
+    assert [(c["meta"]["source_id"], c["source"], c["val_mean"]) for c in cands] == [
+        ("p0", "print(0)\n", 0.5), ("p1", "print(2)\n", 0.7), ("p2", "print(3)\n", None)]
+    assert _edges(cands) == {("p0", "p1"), ("p1", "p2")}  # the island copy c1 is the seed p0
+    lineage = _analyzed(run_id, db)["lineage"]
+    assert (lineage["best_id"], lineage["best_depth"], lineage["proposals"]) == ("a000001", 1, 2)
+
+
 def test_bad_input_is_one_line(tmp_path: Path) -> None:
     db = tmp_path / "runs.db"
     (tmp_path / "empty").mkdir()
