@@ -60,6 +60,10 @@ class Budget:
     def limits_dict(self) -> dict[str, float | None]:
         return {k: self.limit(k) for k in (*KEYS, "wall_s")}
 
+    def worst_case(self, estimate: dict[str, float]) -> dict[str, float]:
+        """What admitting an item with this estimate reserves (money keys included)."""
+        return self._with_money(estimate)
+
     def try_reserve(self, estimate: dict[str, float], wall_s: float) -> Reservation | None:
         """Reserve `estimate` or return None (and remember which limit stopped admission)."""
         estimate = self._with_money(estimate)

@@ -36,6 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="start a run on a task folder or built-in task")
     run.add_argument("task", help="task folder, or the name of a built-in task (e.g. rules)")
     options.add_run_flags(run)
+    run.add_argument("--dry-run", action="store_true", help="print the cost estimate (`evotui estimate`) and exit")
     _add_common(run)
 
     res = sub.add_parser("resume", help="continue an interrupted run (default: the latest in --db)")
@@ -110,6 +111,9 @@ def build_parser() -> argparse.ArgumentParser:
     from evotui import config_cmd
 
     config_cmd.add_parser(sub)  # evotui config schema / show
+    from evotui import estimate_cmd
+
+    estimate_cmd.add_parser(sub, DEFAULT_DB)  # evotui estimate TASK: cost before spending
 
     rst = sub.add_parser("restore", help="make an earlier validated artifact the run's active best (audited)")
     rst.add_argument("run_id", help="run id (see `evotui runs`)")
@@ -204,6 +208,10 @@ def _dispatch(args: argparse.Namespace) -> int:
         refusal = asyncio.run(trace_cmd.refuse_imported(args.db, args.run_id))
         if refusal:
             raise UsageError(refusal)
+    if args.command == "estimate" or getattr(args, "dry_run", False):
+        from evotui import estimate_cmd
+
+        return estimate_cmd.main(args)
     if args.command in ("run", "resume"):
         return _run(args)
     if args.command == "restore":
