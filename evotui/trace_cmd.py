@@ -41,7 +41,7 @@ def add_parsers(sub: argparse._SubParsersAction, default_db: Path) -> None:
     rep.add_argument("run_id")
     rep.add_argument("candidate", help="candidate id (an artifact, e.g. a000012)")
     rep.add_argument("-n", type=int, default=4, help="replies to draw (default 4)")
-    rep.add_argument("--variant", choices=["exact", "no-history"], default="exact")
+    rep.add_argument("--variant", choices=["exact", "no-history", "strict-diff"], default="exact")
     rep.add_argument("--db", type=Path, default=default_db)
     rep.add_argument("--json", action="store_true")
     _add_llm_flags(rep)

@@ -26,11 +26,17 @@ async def run(args: argparse.Namespace) -> int:
         return 0
     print(f"replay of {res['candidate_id']} (parent {res['parent_id']}), {res['variant']} prompt, {res['n']} "
           f"replies from {res['model']}; recorded score {_f(res['recorded_score'])}, parent {_f(res['parent_score'])}")
-    print(f"{'reply':>5} {'parse':>5} {'eval':>5} {'score':>8} {'exact':>5} {'class':>8}  error")
+    strict = "mean_edit_overlap" in res
+    overlap_head = f" {'overlap':>7}" if strict else ""
+    print(f"{'reply':>5} {'parse':>5} {'eval':>5} {'score':>8} {'exact':>5}{overlap_head} {'class':>8}  error")
     for r in res["replies"]:
+        overlap = f" {_f(r.get('edit_overlap')):>7}" if strict else ""
         print(f"{r['reply']:>5} {'yes' if r['parsed'] else 'no':>5} {'yes' if r['evaluated'] else 'no':>5} "
-              f"{_f(r['score']):>8} {'yes' if r.get('exact') else 'no':>5} {r.get('class') or '-':>8}  {(r['error'] or '')[:60]}")
+              f"{_f(r['score']):>8} {'yes' if r.get('exact') else 'no':>5}{overlap} {r.get('class') or '-':>8}  "
+              f"{(r['error'] or '')[:60]}")
     c = res["classes"]
     print(f"parse {res['parse_rate']:.2f}, evaluation {res['eval_rate']:.2f}, exact match {res['exact_match_rate']:.2f}, "
-          f"mean score {_f(res['mean_score'])}; better {c['better']}, similar {c['similar']}, worse {c['worse']}")
+          f"mean score {_f(res['mean_score'])}, replay/original {_f(res['replay_to_original'])}"
+          + (f", mean edit overlap {_f(res['mean_edit_overlap'])}" if strict else "")
+          + f"; better {c['better']}, similar {c['similar']}, worse {c['worse']}")
     return 0
