@@ -222,17 +222,19 @@ def test_no_forged_score_shinka_style(mode, attack, tmp_path):
     assert_not_forged(res, tmp_path / "task" / "evaluate.py", SHINKA)
 
 
+@pytest.mark.parametrize("task", ["circle_packing", "heilbronn"])
+@pytest.mark.parametrize("attack", ["frames-to-every-fd", "monkeypatch-evaluator"])
 @pytest.mark.parametrize("mode", list(MODES))
-def test_builtin_circle_packing_cannot_be_forged(mode, tmp_path):
-    """The issue's reproduction, against the built-in task's unchanged evaluator."""
+def test_builtin_tasks_cannot_be_forged(mode, attack, task, tmp_path):
+    """The issue's reproduction, against the built-in tasks' unchanged evaluators."""
     iso = mode_isolation(mode)
-    root = Path(__file__).resolve().parents[2] / "tasks" / "circle_packing"
-    program = (root / "initial_program.py").read_text() + textwrap.dedent(ATTACKS["frames-to-every-fd"])
+    root = Path(__file__).resolve().parents[2] / "tasks" / task
+    seed = (root / "initial_program.py").read_text()
     sandbox = Sandbox(SandboxLimits(wall_s=60, memory_mb=1024), isolation=iso, scratch_root=tmp_path)
-    res = asyncio.run(sandbox.evaluate(root / "evaluator.py", program))
-    assert res.score != 999.0, res.reason
-    honest = asyncio.run(sandbox.evaluate(root / "evaluator.py", (root / "initial_program.py").read_text()))
-    assert honest.ok and 0.5 < honest.score < 1.0, honest.reason
+    honest = asyncio.run(sandbox.evaluate(root / "evaluator.py", seed))
+    assert honest.ok, honest.reason
+    res = asyncio.run(sandbox.evaluate(root / "evaluator.py", seed + textwrap.dedent(ATTACKS[attack])))
+    assert res.score != 999.0 and (not res.ok or res.score == honest.score), (res.score, res.reason)
 
 
 @pytest.mark.parametrize("loader", ["importlib", "exec-text", "runpy"])
