@@ -75,7 +75,9 @@ def island_options(strategy: Mapping[str, Any]) -> Mapping[str, Any] | None:
     name = strategy.get("name")
     selection = (strategy.get("contextevolve") or {}).get("selection")
     if name == "loongflow" or (name == "contextevolve" and selection == "islands"):
-        return strategy.get("loongflow") or {}
+        from engine.strategy_config import upgrade_stored_strategy
+
+        return upgrade_stored_strategy(strategy).get("loongflow") or {}
     return None
 
 

@@ -23,6 +23,7 @@ from engine.items import WorkItem
 from engine.llm.redact import REDACTED, has_credentials, redact_mapping
 from engine.pipeline.deadline import DEADLINE_REASON
 from engine.pipeline.orchestrator import Orchestrator
+from engine.strategy_config import upgrade_stored_strategy
 from engine.run_setup import (SetupError, build_context, check_combination, construct_run, open_store,
                               restore_stored_run)
 from engine.run_summary import run_summary
@@ -163,7 +164,9 @@ class EngineRun:
             raise SetupError(f"no run {run_id!r} in {db_path}; list runs with `evotui runs --db {db_path}`")
         try:
             task = load_any_task(rows[0]["task_path"])
-            config = build_config([("stored run config", rows[0]["config"]),
+            stored = dict(rows[0]["config"])
+            stored["strategy"] = upgrade_stored_strategy(stored.get("strategy") or {})
+            config = build_config([("stored run config", stored),
                                    ("command line", {**(overrides or {}), "budget": budget_overrides})])
             task = with_program_settings(task, config.program)
         except (TaskError, ConfigError) as exc:

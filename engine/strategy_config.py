@@ -3,7 +3,7 @@ the strategies that have their own (loongflow's archive, contextevolve's agents)
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal, Mapping
 
 from pydantic import Field
 
@@ -76,6 +76,9 @@ class ContextEvolveConfig(StrictModel):
     """Artifacts the Sampler chooses among (the best half and the newest half)."""
     workers: int = Field(2, ge=1)
     """Workers of each agent's stage."""
+    exemplars_as_code: bool = False
+    """Also put an excerpt of each exemplar's code (its EVOLVE-BLOCK, at most 1500 characters) in the
+    generator's prompt; false: exemplars are summaries and change digests only (fewer tokens)."""
 
 
 class StrategyConfig(StrictModel):
@@ -85,3 +88,17 @@ class StrategyConfig(StrictModel):
     openevolve)."""
     loongflow: LoongFlowConfig = Field(default_factory=LoongFlowConfig)
     contextevolve: ContextEvolveConfig = Field(default_factory=ContextEvolveConfig)
+
+
+ADDED_SINCE_STORED = {"loongflow": {"migration_trigger": "interval"}}
+"""[strategy] settings added after earlier releases stored their runs, with the behaviour those
+runs had: a stored table that lacks one ran with this value (a resumed or inspected run keeps it)."""
+
+
+def upgrade_stored_strategy(strategy: Mapping[str, Any]) -> dict:
+    """A stored run config's strategy table with the settings it predates filled in as it ran."""
+    out = dict(strategy)
+    for table, added in ADDED_SINCE_STORED.items():
+        if isinstance(out.get(table), Mapping):
+            out[table] = {**added, **out[table]}
+    return out

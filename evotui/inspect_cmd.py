@@ -56,12 +56,12 @@ def _islands(record) -> tuple[list[dict], list[dict]] | None:
     strategy = (record.summary or {}).get("strategy") or (record.config.get("strategy") or {}).get("name")
     if strategy != "loongflow":
         return None
-    from engine.strategy_config import LoongFlowConfig
+    from engine.strategy_config import LoongFlowConfig, upgrade_stored_strategy
     from engine.run_state import artifact_from_row
     from engine.selection.islands import IslandArchive, IslandSettings
     from engine.strategy.boltzmann import island_tau
 
-    opts = LoongFlowConfig(**((record.config.get("strategy") or {}).get("loongflow") or {}))
+    opts = LoongFlowConfig(**(upgrade_stored_strategy(record.config.get("strategy") or {}).get("loongflow") or {}))
     settings = IslandSettings(opts.islands, opts.migration_interval, opts.migration_share, opts.bins,
                               opts.population_cap, opts.migration_threshold, opts.migration_trigger)
     archive = IslandArchive(settings, [artifact_from_row(a) for a in record.artifacts])
