@@ -87,6 +87,22 @@ def closing_line(summary: dict) -> str:
             f"{s.get('llm_calls', 0)} LLM calls in {s.get('wall_s', 0):.1f} s{sim}; strategy {s.get('strategy', '-')}")
 
 
+def spend_line(run: EngineRun) -> str:
+    """The run's start: what an item may cost at most (the budget's worst-case reservation) and
+    what that means for a money cap; `evotui estimate` gives the expected figures."""
+    budget = run.ctx.budget
+    worst = budget.worst_case(run.orchestrator.handlers.estimate())
+    spent = budget.spent
+    parts = [f"spent so far ${spent['usd']:.4f}" + (f", {spent['gpu_s'] / 3600:.4f} GPU-h" if spent["gpu_s"] else ""),
+             f"an item reserves up to ${worst.get('usd', 0.0):.4f}"
+             + (f" and {worst['gpu_s'] / 3600:.4f} GPU-h" if worst.get("gpu_s") else "")]
+    for key, unit in (("usd", "--max-usd"), ("gpu_s", "--max-gpu-hours")):
+        cap, each = budget.limit(key), worst.get(key, 0.0)
+        if cap is not None and each > 0:
+            parts.append(f"{unit} leaves room for at least {max(0, int((cap - spent[key]) // each))} items at that worst case")
+    return f"evotui: spend: {'; '.join(parts)} (`evotui estimate` predicts the expected spend)"
+
+
 def gpu_slots_text(run: EngineRun) -> str:
     """" gpu busy/slots", with per-GPU counts, when evaluations lease GPU slots; else ""."""
     slots = (run.orchestrator.handlers.figures().get("evaluator") or {}).get("gpu_slots") or {}
@@ -183,6 +199,7 @@ async def drive(run: EngineRun, *, events_path: Path | None, progress_every: flo
                     f"evotui: SIMULATED LLM backend ({run.ctx.backend}, time scale x{run.ctx.config.sim.time_scale:g}); "
                     "scores and speeds are simulated, not real model results")
             term.say(f"evotui: run {run.ctx.run_id} in {run.db_path} ({'resumed' if run.resumed else 'new'})")
+            term.say(spend_line(run))
             tasks.append(asyncio.create_task(_progress(run, progress_every, term)))
         result = await run.run()
         if not quiet:  # the last progress line is the final state
