@@ -140,3 +140,27 @@ class SpendMeter:
         return {"usd": round(self.usd, 6), "gpu_hours": round(self.gpu_s / 3600.0, 6),
                 "by_stage": rows("stage"), "by_model": rows("model"), "by_endpoint": rows("endpoint"),
                 "unpriced_models": list(self.unpriced)}
+
+
+def stored_spend(config: dict, counts: dict) -> dict | None:
+    """A stored run's spend, priced from its recorded calls (`evotui show`, live runs included);
+    None when its stored config no longer validates (a run of an older release)."""
+    from engine.config import RunConfig
+    from engine.pricing import PriceError
+
+    try:
+        meter = SpendMeter.for_config(RunConfig.model_validate(config))
+    except (ValueError, PriceError):
+        return None
+    meter.restore(counts.get("call_groups") or [])
+    return meter.figures()
+
+
+def spend_text(fig: dict) -> str:
+    """One line: totals, then dollars per stage and per model."""
+    def part(kind: str) -> str:
+        return ", ".join(f"{k} ${v['usd']:.4f}" + (f" {v['gpu_s'] / 3600:.4f} GPU-h" if v["gpu_s"] else "")
+                         for k, v in fig[kind].items())
+    unpriced = f"; no price for {', '.join(fig['unpriced_models'])} ($0)" if fig["unpriced_models"] else ""
+    return (f"${fig['usd']:.4f}, {fig['gpu_hours']:.4f} GPU-h; by stage: {part('by_stage') or '-'}; "
+            f"by model: {part('by_model') or '-'}{unpriced}")

@@ -7,6 +7,7 @@ import json
 import sys
 import time
 
+from engine.spend import spend_text, stored_spend
 from engine.store.store import Store, StoreError
 
 
@@ -150,6 +151,7 @@ async def _show(store: Store, args: argparse.Namespace) -> int:
         "counts": record.counts,
         "llm_texts": await store.text_stats(record.run_id),
         "summary": record.summary,
+        "spend": stored_spend(record.config or {}, record.counts or {}),
     }
     info["restores"] = _restores(record)
     if seed is not None and (seed.get("meta") or {}).get("branched_from"):
@@ -167,6 +169,13 @@ async def _show(store: Store, args: argparse.Namespace) -> int:
     print(f"{'seed score':14} {_fmt_score(info['seed_score'])}")
     print(f"{'best score':14} {_fmt_score(info['best_score'])} ({info['best_id']})")
     print(f"{'counts':14} {json.dumps(record.counts, default=str)}")
+    spend = stored_spend(record.config or {}, record.counts or {})
+    if spend is not None:
+        print(f"{'spend':14} {spend_text(spend)}")
+    slots = (((record.summary or {}).get("evaluator") or {}).get("gpu_slots") or {})
+    if "slots" in slots:
+        print(f"{'gpu slots':14} {slots['slots']} on GPUs {', '.join(slots['gpus'])} ({slots['per_gpu']} per GPU), "
+              f"{slots['leases']} evaluations leased one")
     t = info["llm_texts"]
     print(f"{'llm texts':14} {t['calls_with_text']} of {t['calls']} calls with texts, {t['blobs']} blobs, "
           f"{t['blob_bytes']} bytes stored ({t['raw_bytes']} raw)")

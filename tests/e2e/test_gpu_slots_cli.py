@@ -47,6 +47,8 @@ def test_two_gpus_four_parallel_evaluations(tmp_path: Path, db: Path):
     assert slots["gpus"] == ["0", "1"] and slots["slots"] == 4 and slots["busy"] == 0
     assert slots["leases"] == summary["metric_calls"]
     assert " gpu 0/4 (0:0 1:0)" in proc.stderr  # the last progress line: every slot free
+    show = evotui("show", "--db", str(db))
+    assert "gpu slots      4 on GPUs 0, 1 (2 per GPU)" in show.stdout, show.stdout[-2000:]
     metrics = []
     for (meta,) in read_rows(db, "SELECT meta_json FROM artifacts"):
         m = json.loads(meta).get("metrics") or {}

@@ -104,6 +104,10 @@ def test_spend_per_stage_and_model_in_summary(tmp_path: Path, db: Path):
     expected = {stage: (p * 1.0 + c * 2.0) / 1e6 for stage, p, c in rows}
     assert {k: round(v, 6) for k, v in expected.items()} == {k: v["usd"] for k, v in spend["by_stage"].items()}
     assert abs(spend["by_model"]["sim-qwen3-8b"]["usd"] - sum(expected.values())) < 1e-5
+    show = evotui("show", "--db", str(db), "--json")
+    assert show.returncode == 0, show.stderr[-2000:]
+    shown = json.loads(show.stdout)["spend"]
+    assert shown["by_stage"] == spend["by_stage"] and shown["usd"] == spend["usd"]
 
 
 def test_bad_price_file_is_one_line(tmp_path: Path, db: Path):
