@@ -4,9 +4,12 @@
   guidance ("guidance"), shared by items made within `guidance_refresh` pool versions of it
   ("guidance_version" names the version it was made from).
 - Sampler (before propose): the buffer's summaries and scores, the parent summary and the
-  guidance -> a few diverse exemplars ("exemplars": ids, scores, summaries, a digest of their change).
-- Summarizer (after evaluation): the parent summary and the child's diff -> what is new and which
-  parent traits it preserves ("summary"), so summaries chain from parent to child.
+  guidance -> a few diverse exemplars ("exemplars": ids, scores, summaries, a digest of their
+  change; with `exemplars_as_code` also an excerpt of each one's code, so the generator sees the
+  demonstrations themselves, at a measured token cost: README "Strategies").
+- Summarizer (after evaluation): the parent summary and the child's code (eq. 4 of the paper,
+  bounded by CODE_CHARS), with the diff from the parent as a pointer to what changed -> what is
+  new and which parent traits it preserves ("summary"), so summaries chain from parent to child.
 
 Failed candidates (no score: the patch did not apply, a filter refused it, the evaluator
 crashed) reach the Navigator as "failed" transitions with their reason: the strategy's
@@ -40,8 +43,17 @@ SUMMARIZER_MARKER = "evotui-context-summarizer:"
 NAVIGATOR_MARKER = "evotui-context-navigator:"
 SAMPLER_MARKER = "evotui-context-sampler:"
 
-DIFF_CHARS = 6000
+DIFF_CHARS = 3000
 """Most characters of the child's diff the Summarizer reads."""
+CODE_CHARS = 6000
+"""Most characters of the child's code the Summarizer reads (head and tail of a longer one)."""
+EXEMPLAR_CODE_CHARS = 1500
+"""Most characters of an exemplar's code in the generator's prompt (exemplars_as_code)."""
+NOTE_BUDGET = 4000
+"""The proposer shows a note's first 4000 characters (engine/stages/strategy_stages.NOTE_CHARS,
+which this layer may not import): code excerpts share what the summaries leave of it."""
+MIN_EXCERPT = 200
+"""A shorter excerpt than this shows too little code to be worth its tokens; none is added."""
 SUMMARY_CHARS = 800
 GUIDANCE_CHARS = 1500
 DESCRIPTION_CHARS = 1500
@@ -60,6 +72,7 @@ class ContextEvolveSettings:
     exemplars: int = 3
     sampler_candidates: int = 24
     workers: int = 2
+    exemplars_as_code: bool = False
 
     @property
     def weights(self) -> dict[str, float]:
@@ -85,8 +98,27 @@ def _score(x: float) -> str:
     return f"{x:.6g}"
 
 
+def bounded(text: str, limit: int) -> str:
+    """text, or its head and tail with the cut named (the end of a program is often its entry point)."""
+    if len(text) <= limit:
+        return text
+    head = limit * 2 // 3
+    tail = limit - head
+    return f"{text[:head]}\n... [{len(text) - limit} characters cut] ...\n{text[-tail:]}"
+
+
+_EVOLVE = re.compile(r"EVOLVE-BLOCK-START[^\n]*\n(.*)\n[^\n]*EVOLVE-BLOCK-END", re.S)
+
+
+def code_excerpt(text: str, limit: int) -> str:
+    """The part of a candidate that evolves (its EVOLVE-BLOCK regions, else all of it), bounded."""
+    m = _EVOLVE.search(text)
+    return bounded(m.group(1) if m else text, limit)
+
+
 # -- Summarizer --------------------------------------------------------------------------------
-def summarizer_messages(parent_summary: str, parent_score: float, child_score: float | None, diff: str) -> list[dict]:
+def summarizer_messages(parent_summary: str, parent_score: float, child_score: float | None, diff: str,
+                        child_code: str = "") -> list[dict]:
     system = (f"{SUMMARIZER_MARKER} summarise a candidate as a state abstract.\n"
               "You write a concise abstract (at most 4 sentences) of the new candidate: what is new in it "
               "compared with its parent AND which of the parent's traits it preserves. Describe ideas, not code. "
@@ -94,7 +126,8 @@ def summarizer_messages(parent_summary: str, parent_score: float, child_score: f
     score = "not evaluated" if child_score is None else _score(child_score)
     user = (f"## Parent summary\n{parent_summary or '(none: the parent is the initial candidate)'}\n\n"
             f"## Scores\nparent {_score(parent_score)}, candidate {score}\n\n"
-            f"## Change from the parent to the candidate\n```diff\n{diff[:DIFF_CHARS]}\n```")
+            + (f"## The candidate's code\n```\n{bounded(child_code, CODE_CHARS)}\n```\n\n" if child_code else "")
+            + f"## Change from the parent to the candidate\n```diff\n{diff[:DIFF_CHARS]}\n```")
     return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
 
@@ -198,14 +231,22 @@ def fallback_exemplars(candidates: list[Artifact], transitions: list[Transition]
     return list(dict.fromkeys(order))[:k]
 
 
-def exemplars_note(buf: EvolveBuffer, ids: list[str]) -> str:
+def exemplars_note(buf: EvolveBuffer, ids: list[str], code_chars: int = 0) -> str:
+    """One entry per exemplar: id, score, summary, change digest; with code_chars an excerpt of its
+    code too (a fenced block, so it reads as a demonstration, not as the program to edit)."""
+    arts = [a for a in (buf.get(aid) for aid in ids) if a is not None]
     lines = []
-    for aid in ids:
-        art = buf.get(aid)
-        if art is None:
-            continue
+    for art in arts:
         change = diff_digest(art, 300)
-        lines.append(f"- {aid} (score {_score(art.val_mean)}): {_label(art)}" + (f"\n  change: {change}" if change else ""))
+        lines.append(f"- {art.artifact_id} (score {_score(art.val_mean)}): {_label(art)}"
+                     + (f"\n  change: {change}" if change else ""))
+    if code_chars > 0 and arts:
+        heads = [f"\n  code of {a.artifact_id}:\n```\n" for a in arts]
+        # Whatever the summaries leave of the note's budget, shared evenly (cuts are named).
+        spare = NOTE_BUDGET - len("\n".join(lines)) - sum(len(h) + 4 + 60 for h in heads)
+        per = min(code_chars, spare // len(arts))
+        if per >= MIN_EXCERPT:
+            lines = [f"{line}{head}{code_excerpt(a.text, per)}\n```" for line, head, a in zip(lines, heads, arts)]
     return "\n".join(lines)
 
 
@@ -293,7 +334,8 @@ class ContextAgents:
                 self.stats.fallbacks["sampler"] += 1
                 ids = fallback_exemplars(candidates, self.transitions(buf), s.exemplars)
         # The pool version the choice was made from: a stale pick is made again (fresh_notes).
-        return {"exemplars": exemplars_note(buf, ids), "exemplars_version": str(view.pool_version)}
+        code_chars = EXEMPLAR_CODE_CHARS if s.exemplars_as_code else 0
+        return {"exemplars": exemplars_note(buf, ids, code_chars), "exemplars_version": str(view.pool_version)}
 
     async def summarize(self, view: StageView, env: StrategyEnv) -> Mapping[str, str]:
         if view.child is None:
@@ -301,8 +343,8 @@ class ContextAgents:
         parent_summary = summary_of(view.parent)
         diff = unified(view.parent.text, view.child)
         self.stats.calls["summarizer"] += 1
-        reply = await env.ask(summarizer_messages(parent_summary, view.parent.val_mean, view.child_score, diff),
-                              "summarize")
+        reply = await env.ask(summarizer_messages(parent_summary, view.parent.val_mean, view.child_score, diff,
+                                                  view.child), "summarize")
         text = (reply or "").strip()
         if not text:
             self.stats.fallbacks["summarizer"] += 1

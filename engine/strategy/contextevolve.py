@@ -1,10 +1,10 @@
 """contextevolve: ContextEvolve's context agents (Su, Zheng, Li 2025) on any parent selection.
 
 The proposer sees its parent, the Navigator's directional guidance and the Sampler's exemplars
-(ids, scores, summaries and a digest of each one's change) as the strategy's guidance section;
-no other artifact's full text (the paper's thesis: compressed context, fewer tokens). The
-Summarizer abstracts each evaluated child against its parent's abstract, so the exemplars and
-transitions later items see are summaries, not programs. Every evaluated candidate joins the
+(ids, scores, summaries and a digest of each one's change; with exemplars_as_code a bounded
+excerpt of each one's code) as the strategy's guidance section; no other artifact's full text
+(the paper's thesis: compressed context, fewer tokens). The Summarizer abstracts each evaluated
+child's code against its parent's abstract, so the transitions later items see are summaries. Every evaluated candidate joins the
 population (a decline is a transition the Navigator learns from). Parent selection is
 [strategy.contextevolve] selection: "tournament" (OpenEvolve's), "pareto" (GEPA's) or "islands"
 (LoongFlow's island ring with Boltzmann selection, its [strategy.loongflow] settings).
@@ -31,8 +31,9 @@ SELECTOR_KEYS = ("temperature_rule", "tau_base", "explore_prob", "stagnation_k")
 
 @dataclass(frozen=True)
 class AgentContext:
-    """No inspirations: the exemplars reach the proposer as the Sampler's note (summaries and a
-    digest of each change), because a context builder does not see the item's notes."""
+    """No inspirations: the exemplars reach the proposer as the Sampler's note (summaries, a digest
+    of each change, code excerpts with exemplars_as_code), as a context builder does not see the
+    item's notes."""
 
     name: str = "parent + Navigator guidance + Sampler exemplars as summaries (ContextEvolve)"
 
