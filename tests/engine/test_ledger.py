@@ -111,7 +111,8 @@ async def test_seed_and_commit_write_their_rows_in_order(harness) -> None:  # no
     events = await harness.rows("pool_events", ctx.run_id)
     assert [(e["version"], e["kind"], e["artifact_id"]) for e in events] == [
         (1, "add", "a000000"), (2, "add", "a000001"), (3, "add", "a000002")]
-    assert events[1]["detail"] == {"parent": "a000000", "val_mean": 0.5, "item_id": "i000001"}
+    assert events[1]["detail"] == {"parent": "a000000", "val_mean": 0.5, "item_id": "i000001",
+                                   "metric_calls": ctx.tally.metric_calls}  # the spend at acceptance (GEPAResult)
     evals = [e for e in await harness.rows("evaluations", ctx.run_id) if e["artifact_id"] == "a000001"]
     assert {e["example_id"]: e["feedback"] for e in evals}["v1"] == "ok"
     await close(run, spy)
