@@ -36,7 +36,7 @@ async def test_review_shows_the_changed_component_by_name() -> None:
         await pilot.press("2")
         await pilot.pause()
         text = shown(app.screen.query_one(DiffView))
-        assert "── [format] ──" in text and "Join the items with ' ; '.+}" in text
+        assert "── [format] ──" in text and "+ Join the items with ' ; '." in text
         assert "── [role] ──" not in text and "unchanged: [role], [reply]" in text
         assert "changed [format]" in text and "per component" in text
 

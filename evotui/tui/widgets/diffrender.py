@@ -85,7 +85,7 @@ def _word_lines(old: str, new: str) -> list[Content]:
 
 def diff_lines(old: str, new: str, code: bool, split: bool, recycled: frozenset[str] = frozenset()) -> list[DiffLine]:
     """Every line of both texts, aligned: unified ('- ', '+ ', '~ ' for a prompt's word-level
-    block) or side by side (each side padded with blanks where the other has more lines). An
+    block where lines were both removed and added) or side by side (each side padded with blanks where the other has more lines). An
     added line in `recycled` (stripped: one the lineage deleted before) is marked '↺ '."""
     a, b = old.splitlines(), new.splitlines()
 
@@ -116,6 +116,13 @@ def diff_lines(old: str, new: str, code: bool, split: bool, recycled: frozenset[
                        for i in range(i1, i2))
             out.extend(DiffLine(added(j, _num(None, w) + _num(j + 1, w)), kind="change") for j in range(j1, j2))
         else:
+            if i1 == i2:  # a pure addition: plain '+' lines, nothing to compare word by word
+                out.extend(DiffLine(added(j, _num(None, w) + _num(j + 1, w)), kind="change") for j in range(j1, j2))
+                continue
+            if j1 == j2:
+                out.extend(DiffLine(_row(_num(i + 1, w) + _num(None, w), "- ", ha[i], REMOVED, REMOVED_BG),
+                                    kind="change") for i in range(i1, i2))
+                continue
             words = _word_lines("\n".join(a[i1:i2]), "\n".join(b[j1:j2]))
             for k, line in enumerate(words):
                 nums = _num(i1 + k + 1 if i1 + k < i2 else None, w) + _num(j1 + k + 1 if j1 + k < j2 else None, w)
@@ -164,7 +171,7 @@ def fold(lines: list[DiffLine], context: int | None) -> tuple[list[DiffLine], in
             end += 1
         before = i > 0 and lines[i - 1].kind == "change"
         after = end < len(lines) and lines[end].kind == "change"
-        head = lines[i:i + context] if before else []
+        head = lines[i:min(i + context, end)] if before else []
         tail = lines[max(i + len(head), end - context):end] if after else []
         gone = end - i - len(head) - len(tail)
         out.extend(head)
