@@ -9,7 +9,8 @@ class FollowLog(Log):
     """A Log that keeps to its end while following. Scrolling up stops following: the view stays
     put and the subtitle counts the lines written below; scrolling back to the end (or End on
     the dashboard) follows again. Following is a state changed only by scrolling, not a test of
-    the scroll position at each write (a write lands before the previous one's scroll)."""
+    the scroll position at each write (a write lands before the previous one's scroll); a resize
+    keeps a following log at its end."""
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, auto_scroll=False, **kwargs)
@@ -19,8 +20,12 @@ class FollowLog(Log):
     def add(self, lines: list[str]) -> None:
         if not lines:
             return
-        self.write_lines(lines, scroll_end=self.following)
-        if not self.following:
+        # Log.write_lines scrolls only from the very end; after a resize that made the log
+        # shorter the offset is above it, so the follow is explicit.
+        self.write_lines(lines, scroll_end=False)
+        if self.following:
+            self.scroll_end(animate=False, immediate=True, x_axis=False)
+        else:
             self.unseen += len(lines)
             self.border_subtitle = f"scrolled up · {self.unseen} new below · End follows"
 
@@ -28,6 +33,10 @@ class FollowLog(Log):
         self.following = True
         self.scroll_end(animate=False)
         self._caught_up()
+
+    def on_resize(self) -> None:
+        if self.following:  # a shorter log keeps its offset, now above the end
+            self.scroll_end(animate=False, immediate=True, x_axis=False)
 
     def watch_scroll_y(self, old: float, new: float) -> None:
         super().watch_scroll_y(old, new)
