@@ -70,11 +70,23 @@ def provenance(meta: dict, parent_ids: list[str] | tuple[str, ...], review_note:
         parts.append("merge of " + " + ".join(parent_ids))
     rebased = meta.get("rebased")
     if isinstance(rebased, dict):
-        parts.append(f"patched from {rebased.get('from_parent')} (v{rebased.get('from_version')} -> "
-                     f"v{rebased.get('to_version')})")
+        parts.append(_rebase_note(rebased))
     if review_note:
         parts.append(review_note)
     return " · ".join(parts)
+
+
+def _rebase_note(rebased: dict) -> str:
+    """A chain step's mechanical merge onto a newer head (from_seq/to_seq), or a reflective
+    patch onto the best (from_version/to_version); a field the record lacks is left out."""
+    parent = rebased.get("from_parent")
+    if "from_seq" in rebased or "to_seq" in rebased:
+        note = "merged onto the newer chain head" + (f" from {parent}" if parent else "")
+        steps = (rebased.get("from_seq"), rebased.get("to_seq"))
+        return note + (f" (head {steps[0]} -> {steps[1]})" if None not in steps else "")
+    note = "patched" + (f" from {parent}" if parent else "")
+    versions = (rebased.get("from_version"), rebased.get("to_version"))
+    return note + (f" (v{versions[0]} -> v{versions[1]})" if None not in versions else "")
 
 
 @dataclass(frozen=True)
