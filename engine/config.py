@@ -416,6 +416,20 @@ def deep_merge(base: dict, override: dict) -> dict:
     return out
 
 
+def new_run_layers(task, layers: list[tuple[str, dict]]) -> list[tuple[str, dict]]:
+    """The layers a new run of `task` is built from: the task's own defaults, evotui's default mode
+    where the run leaves the mode open (engine/pipeline/modes.py), then `layers`."""
+    from functools import reduce
+
+    from engine.pipeline.modes import DEFAULT_MODE_LAYER, throughput_default
+
+    layers = [("defaults of task.toml", task.defaults), *layers]
+    asked = reduce(deep_merge, (layer for _, layer in layers), {})
+    default = throughput_default(task.kind, (asked.get("strategy") or {}).get("name"),
+                                 getattr(task, "seed_components", None) is None, asked.get("pipeline") or {})
+    return [(DEFAULT_MODE_LAYER, default), *layers] if default is not None else layers
+
+
 def build_config(layers: list[tuple[str, dict]]) -> RunConfig:
     """Merge layers (source name, dict) in order and validate once; errors name the layer."""
     merged: dict = {}

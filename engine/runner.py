@@ -10,12 +10,11 @@ import asyncio
 import json
 import secrets
 import time
-from functools import reduce
 from dataclasses import dataclass
 from pathlib import Path
 
 from engine import events as ev
-from engine.config import ConfigError, RunConfig, build_config, deep_merge
+from engine.config import ConfigError, RunConfig, build_config, new_run_layers
 from engine.context import EXIT_IO, FatalRunError, RunContext
 from engine.evaluator import EXIT_EVALUATOR_LOST
 from engine.events import EventBus
@@ -31,7 +30,6 @@ from engine.snapshot import EngineSnapshot, build_snapshot
 from engine.run_lease import keep_lease, mark_interrupted, release_quietly, remove_db_files
 from engine.store.lease import Lease
 from engine.store.store import StoreError
-from engine.pipeline.modes import throughput_default
 from engine.stages.kinds import build_handlers, strategy_for
 from engine.tasks.loader import load_any_task, with_program_settings
 from engine.tasks.prompt_task import TaskError
@@ -83,13 +81,7 @@ class EngineRun:
     async def create(cls, task_ref: str, layers: list[tuple[str, dict]], db_path: Path) -> "EngineRun":
         try:
             task = load_any_task(task_ref)
-            layers = [("defaults of task.toml", task.defaults), *layers]
-            asked = reduce(deep_merge, (layer for _, layer in layers), {})
-            default = throughput_default(task.kind, asked.get("strategy", {}).get("name"),
-                                         getattr(task, "seed_components", None) is None, asked.get("pipeline", {}))
-            if default is not None:
-                layers = [("evotui's default for prompt tasks (mode chain)", default), *layers]
-            config = build_config(layers)
+            config = build_config(new_run_layers(task, layers))
             task = with_program_settings(task, config.program)
         except (TaskError, ConfigError) as exc:
             raise SetupError(str(exc)) from None

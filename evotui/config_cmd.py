@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import argparse
 import json
-from functools import reduce
 from typing import Any, Iterator
 
-from engine.config import ConfigError, RunConfig, build_config, deep_merge
+from engine.config import ConfigError, RunConfig, build_config
 from engine.llm.redact import redact_mapping
 from evotui import options
 
@@ -34,7 +33,7 @@ def schema() -> dict:
 
 def task_layers(task_ref: str, layers: list[tuple[str, dict]]) -> list[tuple[str, dict]]:
     """The layers a `run` of task_ref starts from, as EngineRun.create builds them."""
-    from engine.pipeline.modes import throughput_default
+    from engine.config import new_run_layers
     from engine.tasks.loader import load_any_task
     from engine.tasks.prompt_task import TaskError
 
@@ -42,13 +41,7 @@ def task_layers(task_ref: str, layers: list[tuple[str, dict]]) -> list[tuple[str
         task = load_any_task(task_ref)
     except TaskError as exc:
         raise ConfigError(str(exc)) from None
-    layers = [("defaults of task.toml", task.defaults), *layers]
-    asked = reduce(deep_merge, (layer for _, layer in layers), {})
-    default = throughput_default(task.kind, asked.get("strategy", {}).get("name"),
-                                 getattr(task, "seed_components", None) is None, asked.get("pipeline", {}))
-    if default is not None:
-        layers = [("evotui's default for prompt tasks (mode chain)", default), *layers]
-    return layers
+    return new_run_layers(task, layers)
 
 
 def _leaves(node: Any, path: tuple[str, ...] = ()) -> Iterator[tuple[tuple[str, ...], Any]]:

@@ -67,16 +67,21 @@ ASYNC_ONLY = {"policy": "full", "speculation": False, "merge": False, "adaptive"
 """[pipeline] options only mode async serves, with their off values."""
 
 
+DEFAULT_MODE_LAYER = "evotui's default mode (chain)"
+"""The name of the configuration layer throughput_default adds (config show lists it)."""
+
+
 def throughput_default(kind: str, strategy: str | None, single_component: bool, pipeline: dict) -> dict | None:
-    """The fastest quality-keeping mode as a prompt task's default: mode chain (evotui bench
-    --peers, README "Benchmark"), unless the user chose a mode, asked for an option only async
-    serves, or the task is one chain does not run (program tasks, named components, a strategy
-    without a minibatch gate). None: the plain defaults (mode async)."""
-    if kind != "prompt" or strategy not in (None, "gepa") or not single_component or "mode" in pipeline:
+    """The fastest quality-keeping mode as a new run's default: mode chain, measured against the
+    real peers on prompt tasks and against sync and async on program tasks (README "Benchmark"),
+    unless the user chose a mode, asked for an option only async serves, or the run is one chain
+    does not serve (a prompt task with named components or a strategy without a minibatch gate,
+    the adapter kind, strategy sepl). None: the plain defaults (mode async)."""
+    if "mode" in pipeline or any(key in pipeline and pipeline[key] != off for key, off in ASYNC_ONLY.items()):
         return None
-    if any(key in pipeline and pipeline[key] != off for key, off in ASYNC_ONLY.items()):
-        return None
-    return {"pipeline": {"mode": "chain"}}
+    prompt = kind == "prompt" and strategy in (None, "gepa") and single_component
+    program = kind == "program" and strategy != "sepl"
+    return {"pipeline": {"mode": "chain"}} if prompt or program else None
 
 
 def mode_named(name: str) -> Mode:

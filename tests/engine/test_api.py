@@ -236,8 +236,11 @@ async def test_a_python_run_serves_attach_and_hot_swap(tmp_path):
         def run_id() -> str | None:
             if not db.exists():
                 return None
-            with sqlite3.connect(db) as con:
-                row = con.execute("select run_id from runs").fetchone()
+            try:
+                with sqlite3.connect(db) as con:
+                    row = con.execute("select run_id from runs").fetchone()
+            except sqlite3.OperationalError:
+                return None  # the file exists before its schema does: look again
             return row[0] if row else None
 
         while run_id() is None or not socket_path(db, run_id()).exists():
