@@ -75,12 +75,15 @@ def throughput_default(kind: str, strategy: str | None, single_component: bool, 
     """The fastest quality-keeping mode as a new run's default: mode chain, measured against the
     real peers on prompt tasks and against sync and async on program tasks (README "Benchmark"),
     unless the user chose a mode, asked for an option only async serves, or the run is one chain
-    does not serve (a prompt task with named components or a strategy without a minibatch gate,
-    the adapter kind, strategy sepl). None: the plain defaults (mode async)."""
+    does not serve or was not measured with (a prompt task with named components or a strategy
+    without a minibatch gate, a program task under a strategy other than openevolve, the adapter
+    kind). None: the plain defaults (mode async)."""
     if "mode" in pipeline or any(key in pipeline and pipeline[key] != off for key, off in ASYNC_ONLY.items()):
         return None
     prompt = kind == "prompt" and strategy in (None, "gepa") and single_component
-    program = kind == "program" and strategy != "sepl"
+    # Chain steps start from the shared head, not from the strategy's pick: measured with
+    # openevolve's tournament; the island and context-agent strategies keep async until measured.
+    program = kind == "program" and strategy in (None, "openevolve")
     return {"pipeline": {"mode": "chain"}} if prompt or program else None
 
 
