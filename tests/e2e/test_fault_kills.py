@@ -35,6 +35,8 @@ MODES = {
     "chain": ("rules", ["--mode", "chain"]),
     "program-async": ("circle_packing", []),
     "program-chain": ("circle_packing", ["--mode", "chain"]),
+    "program-chain-loongflow": ("circle_packing", ["--mode", "chain", "--strategy", "loongflow"]),
+    "program-chain-contextevolve": ("circle_packing", ["--mode", "chain", "--strategy", "contextevolve"]),
 }
 
 
