@@ -67,15 +67,17 @@ def _charged(db: Path) -> tuple[int, int]:
         con.close()
 
 
-def _run_with_kill(cmd: list[str], db: Path, rng: random.Random) -> bool:
-    """Start cmd; once the database shows a random number of proposals, wait a random moment more
-    and SIGKILL it. Returns True if it was killed, False if it ended first (exit code checked)."""
-    target, extra = rng.randrange(0, BUDGET), rng.uniform(0.0, 0.3)
+def _run_with_kill(cmd: list[str], db: Path, rng: random.Random, progress=None, top: int = BUDGET) -> bool:
+    """Start cmd; once the database shows a random number (below `top`) of proposals (or of what
+    `progress(db)` counts), wait a random moment more and SIGKILL it. Returns True if it was
+    killed, False if it ended first (exit code checked)."""
+    progress = progress or _proposals
+    target, extra = rng.randrange(0, top), rng.uniform(0.0, 0.3)
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
         while proc.poll() is None:
             try:
-                if db.exists() and _proposals(db) >= target:
+                if db.exists() and progress(db) >= target:
                     break
             except sqlite3.OperationalError:
                 pass  # the schema is being created: poll again

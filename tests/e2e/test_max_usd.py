@@ -11,15 +11,13 @@ from __future__ import annotations
 import json
 import os
 import random
-import signal
-import sqlite3
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 from engine.pricing import PriceTable
 from tests.e2e.conftest import ROOT, evotui, read_rows, summary_of
+from tests.e2e.test_fault_kills import _run_with_kill
 
 TRIALS = int(os.environ.get("EVOTUI_USD_KILL_TRIALS", "20"))
 CAP = 0.12
@@ -31,33 +29,6 @@ def _cli(db: Path, *args: str) -> list[str]:
 
 def _calls(db: Path) -> int:
     return read_rows(db, "SELECT count(*) FROM llm_calls")[0][0]
-
-
-def _run_with_kill(cmd: list[str], db: Path, rng: random.Random) -> bool:
-    """SIGKILL cmd after a random number of recorded calls and a random moment; False if it ended first."""
-    target, extra = rng.randrange(0, 350), rng.uniform(0.0, 0.3)
-    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    try:
-        while proc.poll() is None:
-            try:
-                if db.exists() and _calls(db) >= target:
-                    break
-            except sqlite3.OperationalError:
-                pass  # the schema is being created: poll again
-            time.sleep(0.02)
-        try:
-            proc.wait(timeout=extra)
-        except subprocess.TimeoutExpired:
-            proc.send_signal(signal.SIGKILL)
-            proc.wait(timeout=30)
-            return True
-        assert proc.returncode == 0, proc.stderr.read()[-2000:]
-        return False
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        proc.stderr.close()
 
 
 def _priced(db: Path) -> float:
@@ -80,7 +51,7 @@ def test_max_usd_holds_across_kills(tmp_path: Path):
         db = tmp_path / f"t{trial}.db"
         cmd = _cli(db, "run", "rules", "--config", str(config), "--max-usd", str(CAP), "--time-scale", "200")
         for _ in range(rng.randrange(1, 3)):
-            if not _run_with_kill(cmd, db, rng):
+            if not _run_with_kill(cmd, db, rng, progress=_calls, top=350):
                 break
             kills += 1
             cmd = _cli(db, "resume")

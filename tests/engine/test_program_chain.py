@@ -32,6 +32,18 @@ def _commit(ctx, aid: str, text: str, score: float) -> None:
     ctx.pool.add(Artifact(aid, text, (ctx.chain.head_base,), 0, {"combined_score": score}))
 
 
+def _two_steps_then_a_new_head(**kw):
+    """Two steps started from the seed; the first commits `a = 5` above it and becomes the head."""
+    ctx = _ctx(**kw)
+    chain = ProgramChain(ctx)
+    one, two = _item(1), _item(2)
+    chain.start(one)
+    chain.start(two)
+    _commit(ctx, "a000001", BASE.replace("a = 1", "a = 5"), 0.7)
+    chain.committed(one, "a000001", 0.7)
+    return ctx, chain, two
+
+
 def test_steps_start_from_the_head_and_a_better_commit_moves_it():
     ctx = _ctx()
     chain = ProgramChain(ctx)
@@ -51,13 +63,7 @@ def test_steps_start_from_the_head_and_a_better_commit_moves_it():
 
 
 def test_an_edit_made_on_an_older_head_is_merged_onto_the_newer_one_before_its_evaluation():
-    ctx = _ctx()
-    chain = ProgramChain(ctx)
-    one, two = _item(1), _item(2)
-    chain.start(one)
-    chain.start(two)
-    _commit(ctx, "a000001", BASE.replace("a = 1", "a = 5"), 0.7)
-    chain.committed(one, "a000001", 0.7)
+    ctx, chain, two = _two_steps_then_a_new_head()
     two.payload["child"] = BASE.replace("c = 3", "c = 9")
     assert chain.rebase(two) == ""
     assert two.payload["child"].strip() == BASE.replace("a = 1", "a = 5").replace("c = 3", "c = 9").strip()
@@ -70,13 +76,7 @@ def test_an_edit_made_on_an_older_head_is_merged_onto_the_newer_one_before_its_e
 
 
 def test_an_edit_the_newer_head_already_holds_is_turned_away_unevaluated():
-    ctx = _ctx(chains=4, chains_min=2)
-    chain = ProgramChain(ctx)
-    one, two = _item(1), _item(2)
-    chain.start(one)
-    chain.start(two)
-    _commit(ctx, "a000001", BASE.replace("a = 1", "a = 5"), 0.7)
-    chain.committed(one, "a000001", 0.7)
+    ctx, chain, two = _two_steps_then_a_new_head(chains=4, chains_min=2)
     ctx.chain.count = 3
     two.payload["child"] = BASE.replace("a = 1", "a = 5")  # the same edit, made by the other chain
     reason = chain.rebase(two)

@@ -22,7 +22,7 @@ from engine.sandbox import Sandbox, SandboxLimits
 from engine.sandbox.isolation import scrubbed_env
 from tests.programs.test_sandbox_hostile import MODES, mode_isolation
 
-PROBE = """
+ATTEMPT = """
 import os
 def attempt(path):
     try:
@@ -31,20 +31,15 @@ def attempt(path):
         return "read"
     except OSError as exc:
         return type(exc).__name__
+"""
+PROBE = ATTEMPT + """
 def look(paths):
     return {os.path.basename(p): attempt(p) for p in paths}
 """
-
-EVALUATOR = """
-import importlib.util, json, os
-PATHS = json.loads(os.environ.get("EVOTUI_TEST_PATHS", "[]")) or {paths!r}
-def attempt(path):
-    try:
-        with open(path, "rb") as fh:
-            fh.read(16)
-        return "read"
-    except OSError as exc:
-        return type(exc).__name__
+# The evaluator tries the same reads itself, then asks the candidate it imported to.
+EVALUATOR = ATTEMPT.replace("{", "{{").replace("}", "}}") + """
+import importlib.util, json
+PATHS = {paths!r}
 def evaluate(p):
     spec = importlib.util.spec_from_file_location("candidate", p)
     mod = importlib.util.module_from_spec(spec)
