@@ -116,7 +116,9 @@ class Frame:
 
     @property
     def acceptance(self) -> float | None:
-        done = self.snap.accepted + self.snap.rejected
+        """Accepted over every proposal that reached a verdict, failures included (a program
+        task accepts every candidate that evaluates, so only failures lower it)."""
+        done = self.snap.accepted + self.snap.rejected + self.snap.failed
         return self.snap.accepted / done if done else None
 
 
