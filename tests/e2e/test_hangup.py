@@ -14,7 +14,6 @@ import os
 import pty
 import select
 import signal
-import sqlite3
 import struct
 import sys
 import termios
@@ -24,6 +23,7 @@ from pathlib import Path
 from engine.store.lease import HEARTBEAT_S, STUCK_AFTER_S
 from evotui.tui.hangup import STOP_GRACE_S
 from tests.e2e.conftest import ROOT, evotui, summary_of
+from tests.e2e.test_tui_hangup import _rows
 
 GRACE_S = 1.0
 """The drain's grace the TUIs here get (EVOTUI_HANGUP_GRACE_S)."""
@@ -31,17 +31,6 @@ MARGIN_S = 30.0
 """The bound is the product's promise (grace + stop grace); the margin absorbs a loaded machine."""
 WEDGED_AFTER_S = 2 * HEARTBEAT_S + 2
 """A heartbeat this old means the UI loop is blocked, not merely slow."""
-
-
-def _rows(db: Path, sql: str) -> list[tuple]:
-    try:
-        con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
-        try:
-            return con.execute(sql).fetchall()
-        finally:
-            con.close()
-    except sqlite3.OperationalError:
-        return []
 
 
 def _heartbeat_age(db: Path) -> float:
