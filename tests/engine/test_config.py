@@ -239,9 +239,10 @@ async def test_runtime_policy_switch_uses_the_new_policys_default_gap(tmp_path) 
         await run.close()
 
 
-async def test_prompt_tasks_default_to_mode_chain_unless_asked_otherwise(tmp_path) -> None:
-    """The fastest quality-keeping mode (bench --peers) is a prompt task's default; a chosen
-    mode, an option only async serves, or a program task keeps the plain default (async)."""
+async def test_new_runs_default_to_mode_chain_unless_asked_otherwise(tmp_path) -> None:
+    """The fastest quality-keeping mode is the default of prompt tasks (bench --peers) and of
+    program tasks under openevolve (bench against sync and async); a chosen mode, an option only
+    async serves, or a strategy chain was not measured with keeps the plain default (async)."""
     from engine.runner import EngineRun
 
     base = {"budget": {"max_proposals": 1}, "sim": {"time_scale": 1000}}
@@ -249,7 +250,8 @@ async def test_prompt_tasks_default_to_mode_chain_unless_asked_otherwise(tmp_pat
              ("rules", {"pipeline": {"policy": "reflective"}}, "async"),
              ("rules", {"pipeline": {"merge": True}}, "async"),
              ("rules", {"strategy": {"name": "openevolve"}}, "async"),
-             ("circle_packing", {}, "async")]
+             ("circle_packing", {}, "chain"), ("circle_packing", {"strategy": {"name": "loongflow"}}, "async"),
+             ("circle_packing", {"pipeline": {"policy": "reflective"}}, "async")]
     for k, (task, layer, mode) in enumerate(cases):
         run = await EngineRun.create(task, [("test", {**base, **layer})], tmp_path / f"r{k}.db")
         try:
