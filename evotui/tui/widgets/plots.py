@@ -31,8 +31,10 @@ clock = time.monotonic
 """The throttle's clock (tests replace it)."""
 MIN_INTERVAL = 0.5
 """Seconds between two drawings of one plot while its data keeps changing."""
-PALETTE = ("primary", "accent", "success", "warning", "secondary", "error")
-"""Theme variables the lines take their colours from, in legend order."""
+PALETTE = ("primary", "accent", "success", "error", "foreground", "secondary", "warning")
+"""Theme variables the lines take their colours from, in legend order. The first five (one per
+pipeline stage in the queue-depth plot) are far apart in every shipped theme; accent and warning
+are near twins (equal in evotui-256), so warning comes last."""
 
 
 class HistoryPlot(PlotextPlot):
