@@ -81,9 +81,14 @@ def closing_line(summary: dict) -> str:
     s = summary
     merges = f" and {s.get('merges_accepted', 0)} of {s.get('merges_tried', 0)} merges" if s.get("merges_tried") else ""
     sim = " (simulated)" if s.get("simulated") else ""
+    made, attempts = s.get("proposals", 0), s.get("proposal_attempts", 0)
+    tries = f" ({attempts} attempts)" if attempts != made else ""
+    # Every outcome the JSON counts: stale discards and chain-mode superseded heads when there are any.
+    extra = "".join(f", {s[k]} {word}" for k, word in (("discarded_stale", "stale"), ("superseded", "superseded"))
+                    if s.get(k))
     return (f"evotui: {s['status']}: best {_score(s.get('best_score'))} ({s.get('best_id') or '-'}, seed "
-            f"{_score(s.get('seed_score'))}) after {s.get('proposal_attempts', 0)} proposals{merges}; "
-            f"{s.get('accepted', 0)} accepted, {s.get('rejected', 0)} rejected, {s.get('failed', 0)} failed; "
+            f"{_score(s.get('seed_score'))}) after {made} proposals{tries}{merges}; "
+            f"{s.get('accepted', 0)} accepted, {s.get('rejected', 0)} rejected, {s.get('failed', 0)} failed{extra}; "
             f"{s.get('llm_calls', 0)} LLM calls in {s.get('wall_s', 0):.1f} s{sim}; strategy {s.get('strategy', '-')}")
 
 

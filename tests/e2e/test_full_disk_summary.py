@@ -27,5 +27,5 @@ def test_the_summary_after_a_full_disk_agrees_with_the_database(db: Path) -> Non
     assert s["pool_version"] == read_rows(db, "SELECT coalesce(max(version), 0) FROM pool_events")[0][0]
     assert s["best_id"] in {a for (a,) in read_rows(db, "SELECT artifact_id FROM artifacts")}
     # The closing line says the same numbers.
-    assert f"after {s['proposal_attempts']} proposals" in proc.stderr
+    assert f"after {s['proposals']} proposals" in proc.stderr
     assert f"{s['llm_calls']} LLM calls" in proc.stderr

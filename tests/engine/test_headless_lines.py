@@ -29,7 +29,7 @@ def test_the_wide_line_adds_queues_llm_use_and_the_simulated_label() -> None:
 
 def test_the_closing_line_names_the_outcome_and_counts_merges_apart() -> None:
     summary = {"status": "completed", "best_score": 0.8123, "best_id": "a000042", "seed_score": 0.03,
-               "proposal_attempts": 48, "merges_tried": 5, "merges_accepted": 2, "accepted": 20, "rejected": 25,
+               "proposals": 48, "proposal_attempts": 48, "merges_tried": 5, "merges_accepted": 2, "accepted": 20, "rejected": 25,
                "failed": 3, "llm_calls": 1234, "wall_s": 12.34, "simulated": True, "strategy": "gepa"}
     line = closing_line(summary)
     assert line == ("evotui: completed: best 0.812 (a000042, seed 0.030) after 48 proposals and 2 of 5 merges; "
