@@ -62,7 +62,7 @@ improve, evaluate, commit; strategy sepl) and the attempts from it that did not 
 **r** restores the selected version (its artifact becomes the active best again, through the
 ledger, as `evotui restore` does); **e** edits the selected component of the live run's active
 artifact (a hot-swap: validated, committed as a new version, made active). Both ask first; a
-read-only view refuses them. **a** selects the active version, **m** switches unified / split.
+read-only view does not offer them. **a** selects the active version, **m** switches unified / split.
 """
 
     def __init__(self) -> None:
@@ -98,6 +98,8 @@ read-only view refuses them. **a** selects the active version, **m** switches un
             elif self.retry_timer is None:
                 # A quiet sampler may apply no other frame: read again when the interval is over.
                 self.retry_timer = self.set_timer(wait, self._retry, name="audit-retry")
+        self.query_one("#audit-box").border_subtitle = (
+            "" if app.can_control else "read-only view · `evotui restore RUN NAME@X.Y.Z` restores a stored run")
         view = app.backend.components()
         if view is None:
             self.query_one("#audit", Static).update(
@@ -227,6 +229,17 @@ read-only view refuses them. **a** selects the active version, **m** switches un
             self.notify("No active version to select", severity="warning")
             return
         self._highlight(_option_id(active.component, active.version))
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """Restore and edit are not offered in a read-only view, and shown disabled once the run ended."""
+        if action in ("restore", "edit"):
+            app = self.app
+            if not app.can_control:
+                return False
+            frame = app.sampler.frame
+            if frame is not None and frame.finished:
+                return None
+        return True
 
     def action_diff_mode(self) -> None:
         self.query_one(DiffView).toggle_mode()
