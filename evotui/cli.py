@@ -30,7 +30,7 @@ class UsageError(Exception):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="evotui", description="Asynchronous LLM-driven evolution of prompts (FlashEvolve).")
+    p = argparse.ArgumentParser(prog="evotui", description="Asynchronous LLM-driven evolution of programs and prompts (FlashEvolve).")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
 
     run = sub.add_parser("run", help="start a run on a task folder or built-in task")

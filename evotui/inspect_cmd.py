@@ -40,12 +40,17 @@ async def _runs(store: Store, args: argparse.Namespace) -> int:
     if not rows:
         print(f"no runs in {args.db}")
         return 0
-    print(f"{'run':26} {'task':10} {'status':12} {'mode':6} {'policy':8} {'ver':>4} {'seed':>6} {'best':>6}  created")
+    # Text columns as wide as their longest value, so a long task name does not shift the rest.
+    w = {k: max(len(head), *(len(str(r[k])) for r in rows))
+         for k, head in (("run_id", "run"), ("task", "task"), ("status", "status"), ("mode", "mode"), ("policy", "policy"))}
+    print(f"{'run':{w['run_id']}} {'task':{w['task']}} {'status':{w['status']}} {'mode':{w['mode']}} "
+          f"{'policy':{w['policy']}} {'ver':>4} {'seed':>6} {'best':>6}  created")
     for r in rows:
         summary = r.get("summary") or {}
         created = time.strftime("%Y-%m-%d %H:%M", time.localtime(r["created_at"])) if r.get("created_at") else "-"
         print(
-            f"{r['run_id']:26} {r['task']:10} {r['status']:12} {r['mode']:6} {r['policy']:8} {r.get('pool_version') or 0:>4} "
+            f"{r['run_id']:{w['run_id']}} {r['task']:{w['task']}} {r['status']:{w['status']}} {r['mode']:{w['mode']}} "
+            f"{r['policy']:{w['policy']}} {r.get('pool_version') or 0:>4} "
             f"{_fmt_score(summary.get('seed_score')):>6} {_fmt_score(summary.get('best_score')):>6}  {created}"
         )
     return 0

@@ -57,7 +57,7 @@ class AttachBackend(Backend):
 
     @property
     def source(self) -> str:  # type: ignore[override]
-        return "attached" if self.can_control else "attached, read-only"
+        return "attached"  # the status line adds READ-ONLY when the view cannot control the run
 
     @property
     def can_control(self) -> bool:  # type: ignore[override]
