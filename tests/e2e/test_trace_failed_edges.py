@@ -58,7 +58,10 @@ def test_every_failed_item_has_a_candidate_and_an_edge(exported) -> None:
     assert all(sorted(e["parent_id"] for e in into.get(cid, [])) == sorted(c["parent_ids"])
                for cid, c in cands.items())
     assert sum(c["kind"] == "artifact" and c["parent_ids"] != [] for c in cands.values()) == summary["accepted"]
-    assert len(edges) == summary["accepted"] + len(failed_items)
+    # One edge per parent of every candidate: pool members and attempts of any outcome alike.
+    attempts = [c for c in cands.values() if c["kind"] == "attempt"]
+    assert len(edges) == summary["accepted"] + sum(len(c["parent_ids"]) for c in attempts)
+    assert all(into[c["candidate_id"]] for c in attempts if c["parent_ids"])
 
 
 def test_export_validates_and_imports_byte_for_byte(exported, tmp_path: Path) -> None:
