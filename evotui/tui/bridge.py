@@ -47,6 +47,10 @@ class Sampler:
         self._timer: Timer | None = None
         self._paused = False
         self._last_key: tuple | None = None
+        self._run_paused_s = 0.0
+        """Run seconds between samples that found the run paused, counted once it runs again."""
+        self._pause_open = 0.0
+        self._last_raw: tuple[str, float] | None = None
 
     def start(self) -> None:
         self._schedule()
@@ -94,7 +98,7 @@ class Sampler:
         frame = self.backend.frame()
         if frame is None:
             return
-        frame = self._hold_clock(frame)
+        frame = self._hold_clock(self._count_pauses(frame))
         self.frame = frame
         screen = self.app.screen
         apply = getattr(screen, "apply", None)
@@ -108,6 +112,19 @@ class Sampler:
         # A screen that was not ready yet gets the same frame again next tick.
         self._last_key = key if applied is not False else None
         self.applied += 1
+
+    def _count_pauses(self, frame: Frame) -> Frame:
+        """Frame with the run's paused time so far: the run time from a sample that found it
+        paused to the next sample, added when the run is running again (so an idle screen's
+        figures stand still while paused)."""
+        state, elapsed = frame.snap.state, frame.snap.elapsed_s
+        if self._last_raw is not None and self._last_raw[0] == "paused":
+            self._pause_open += max(0.0, elapsed - self._last_raw[1])
+        self._last_raw = (state, elapsed)
+        if state != "paused" and self._pause_open:
+            self._run_paused_s += self._pause_open
+            self._pause_open = 0.0
+        return replace(frame, paused_s=self._run_paused_s) if self._run_paused_s else frame
 
     def _hold_clock(self, frame: Frame) -> Frame:
         """While paused or finished, keep the clock-driven figures of the last frame (elapsed

@@ -104,10 +104,14 @@ class Frame:
     history_rev: int = -1
     history_now: float = 0.0
     """Run time (s) where the plots' time axes end (held while paused or finished)."""
+    paused_s: float = 0.0
+    """Run seconds the view saw the run paused (counted when it resumes); rates leave them out."""
 
     @property
     def sim_minutes(self) -> float:
-        return self.snap.elapsed_s * (self.time_scale if self.snap.simulated else 1.0) / 60.0
+        """Running time in (simulated) minutes: elapsed time less the pauses the view saw."""
+        running = max(0.0, self.snap.elapsed_s - self.paused_s)
+        return running * (self.time_scale if self.snap.simulated else 1.0) / 60.0
 
     @property
     def proposals_per_min(self) -> float:

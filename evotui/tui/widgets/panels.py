@@ -204,7 +204,8 @@ class ScoresPanel(Panel):
             f"best [b]{fmt(snap.best_score)}[/] ({escape(snap.best_id or '-')}) · seed {fmt(snap.seed_score)}\n"
             f"{frame.proposals_per_min:.2f} prop/{rate_basis} · accept {fmt(acc and acc * 100, '.0f')}%\n"
             f"{snap.accepted} acc · {snap.rejected} rej · {snap.failed} fail · {snap.discarded_stale} stale\n"
-            f"[$text-muted]v{snap.pool_version} · {budget_line(snap)}[/]")
+            f"[$text-muted]v{snap.pool_version} · {budget_line(snap)}[/]"
+            + (f"\n[$text-muted]rates leave out {frame.paused_s:,.0f} s paused[/]" if frame.paused_s >= 1 else ""))
 
 
 class StatusBar(QuietStatic):
