@@ -12,7 +12,6 @@ from typing import Any, Awaitable, Callable, Iterable
 
 from textual.app import App, SystemCommand
 from textual.screen import Screen
-from textual.widgets import HelpPanel
 from textual.worker import Worker, WorkerState
 
 from evotui.tui import textual_fixes  # noqa: F401  (patches a Textual toast hang on import)
@@ -23,6 +22,7 @@ from evotui.tui.screens.base import ConfirmScreen
 from evotui.tui.screens.analysis import AnalysisScreen
 from evotui.tui.screens.components import ComponentsScreen
 from evotui.tui.screens.dashboard import DashboardScreen
+from evotui.tui.screens.help import HelpScreen, InterruptScreen
 from evotui.tui.screens.islands import IslandsScreen
 from evotui.tui.screens.lineage import LineageScreen
 from evotui.tui.screens.review import ReviewScreen
@@ -231,16 +231,35 @@ class EvoApp(App):
             await self.control("set_speculation", done=f"Speculation: {'on' if on else 'off'}", on=on)
 
     def action_toggle_help(self) -> None:
-        if self.screen.query(HelpPanel):
-            self.action_hide_help_panel()
-        else:
-            self.action_show_help_panel()
+        if not isinstance(self.screen, (HelpScreen, InterruptScreen)):
+            self.push_screen(HelpScreen(self.screen))
+
+    def action_interrupt(self) -> None:
+        """Ctrl+C: ask drain / stop / (attached) leave / cancel, never stop without asking."""
+        if isinstance(self.screen, InterruptScreen):
+            return
+        frame = self.sampler.frame
+        owns = self.engine is not None
+        running = self.engine_running if owns else frame is not None and not frame.finished
+
+        async def answer(choice: str | None) -> None:
+            if choice == "drain":
+                await self.control("drain", done="Draining: in-flight work finishes, then the run ends")
+            elif choice == "stop" and owns:
+                self.run_worker(self._stop_and_exit(), name="quit", group="quit", exit_on_error=False)
+            elif choice == "stop":
+                await self.control("stop", done="Stopped the run (resumable with `evotui resume`)",
+                                   reason="stop from an attached TUI")
+            elif choice == "leave":
+                self.exit(self.result)
+
+        self.push_screen(InterruptScreen(self.backend.can_control, owns, running), answer)
 
     # -- command palette ------------------------------------------------------------------
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)
         for binding in APP_BINDINGS:
-            if binding.action != "toggle_help" and self.check_action(binding.action.split("(")[0], ()):
+            if binding.action not in ("toggle_help", "interrupt") and self.check_action(binding.action.split("(")[0], ()):
                 yield SystemCommand(binding.tooltip.split(";")[0], f"key {binding.key_display or binding.key}",
                                     lambda a=binding.action: self.run_action(a))
         for binding in getattr(screen, "BINDINGS", []):

@@ -32,7 +32,10 @@ APP_BINDINGS = [
             tooltip="Review proposals before commit on/off"),
     Binding("x", "toggle_speculation", "Speculation", id="speculation", show=False,
             tooltip="Speculative evaluation on/off"),
-    Binding("f1", "toggle_help", "Help", id="help", tooltip="Show or hide the key help panel"),
+    Binding("f1", "toggle_help", "Help", id="help",
+            tooltip="evotui help: this screen's panels, every key, how to steer and how to leave"),
+    Binding("ctrl+c", "interrupt", "Interrupt", id="interrupt", show=False,
+            tooltip="Ask whether to drain the run, stop it, leave the view, or carry on"),
 ]
 
 DASHBOARD_BINDINGS = [
@@ -105,13 +108,24 @@ DIFF_BINDINGS = [
     Binding("escape", "close", "Back", id="diffscreen.close", tooltip="Back"),
 ]
 
+HELP_SCREEN_BINDINGS = [
+    Binding("escape,f1,q", "close", "Close", id="help.close", tooltip="Close the help"),
+]
+
+INTERRUPT_BINDINGS = [
+    Binding("d", "answer('drain')", "Drain", id="interrupt.drain", tooltip="Drain: finish in-flight work, then end"),
+    Binding("s", "answer('stop')", "Stop", id="interrupt.stop", tooltip="Stop the run (resumable)"),
+    Binding("l", "answer('leave')", "Leave", id="interrupt.leave", tooltip="Leave this view"),
+    Binding("escape,c,ctrl+c", "answer(None)", "Cancel", id="interrupt.cancel", tooltip="Carry on"),
+]
+
 CONFIRM_BINDINGS = [
     Binding("y", "answer(True)", "Yes", id="confirm.yes"),
     Binding("n,escape", "answer(False)", "No", id="confirm.no"),
 ]
 
 
-RESERVED = {"ctrl+p": "the command palette", "ctrl+q": "quit (Textual)", "ctrl+c": "copy / help to quit",
+RESERVED = {"ctrl+p": "the command palette", "ctrl+q": "quit (Textual)", "ctrl+c": "copy a selection / interrupt",
             "tab": "focus next", "shift+tab": "focus previous"}
 """Keys Textual itself binds on every screen."""
 
@@ -125,6 +139,8 @@ SCOPES = {
     "diff": APP_BINDINGS + DIFF_BINDINGS + DIFF_NAV_BINDINGS,
     "confirm": CONFIRM_BINDINGS,
     "edit": EDIT_BINDINGS,
+    "help": HELP_SCREEN_BINDINGS,
+    "interrupt": INTERRUPT_BINDINGS,
 }
 """Bindings active together on each screen: a key may mean one thing per screen."""
 
@@ -162,5 +178,6 @@ def keymap_clashes(keymap: dict[str, str]) -> list[str]:
 
 def binding_ids() -> list[str]:
     groups = (APP_BINDINGS, DASHBOARD_BINDINGS, REVIEW_BINDINGS, LINEAGE_BINDINGS, ISLANDS_BINDINGS,
-              ANALYSIS_BINDINGS, COMPONENTS_BINDINGS, EDIT_BINDINGS, DIFF_BINDINGS, DIFF_NAV_BINDINGS, CONFIRM_BINDINGS)
+              ANALYSIS_BINDINGS, COMPONENTS_BINDINGS, EDIT_BINDINGS, DIFF_BINDINGS, DIFF_NAV_BINDINGS, CONFIRM_BINDINGS,
+              HELP_SCREEN_BINDINGS, INTERRUPT_BINDINGS)
     return [b.id for group in groups for b in group if b.id]

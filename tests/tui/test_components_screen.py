@@ -105,7 +105,7 @@ async def test_lists_components_with_kind_flag_and_versions_newest_first_active_
         for action in ("Restore the selected version", "Hot-swap: edit the selected component", "Diff the selected"):
             assert any(t.startswith(action) for t in titles), titles
         await pilot.press("f1")
-        assert screen.query("HelpPanel")
+        assert type(app.screen).__name__ == "HelpScreen" and app.screen.under is screen
 
 
 async def test_the_diff_is_against_the_parent_version_and_v_diffs_against_the_active_one():

@@ -112,9 +112,9 @@ async def test_every_binding_and_persisted_reviews(tmp_path, monkeypatch):
         await pilot.press("y", "Y")
         assert any(m.startswith("Copied") for m in messages(app))
         await pilot.press("f1")
-        assert app.screen.query("HelpPanel")
+        assert type(app.screen).__name__ == "HelpScreen"
         await pilot.press("f1")
-        assert not app.screen.query("HelpPanel")
+        assert type(app.screen).__name__ != "HelpScreen"
         await pilot.press("1")
         assert app.current_mode == "dashboard"
         await pilot.press("d")
