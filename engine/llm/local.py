@@ -194,7 +194,9 @@ class LocalServer:
                 f"(model {self.model.name}); raise [local] startup_timeout_s or check the log {self.log_path}")
 
     def _launcher_ready(self) -> bool:
-        return any(ln.startswith(READY_PREFIX) for ln in self._log_lines())
+        # Anywhere in a line: llama.cpp's logging threads can write a line's start before ours
+        # (seen: "0.00.431.572 evotui-local: ready http://..."), which hung start-up to the timeout.
+        return any(READY_PREFIX in ln for ln in self._log_lines())
 
     def _log_lines(self) -> list[str]:
         if self.log_path is None or not self.log_path.exists():
@@ -203,7 +205,7 @@ class LocalServer:
 
     def _startup_failure(self, code: int) -> str:
         lines = self._log_lines()
-        ours = next((ln[len(ERROR_PREFIX):] for ln in reversed(lines) if ln.startswith(ERROR_PREFIX)), None)
+        ours = next((ln.split(ERROR_PREFIX, 1)[1] for ln in reversed(lines) if ERROR_PREFIX in ln), None)
         cause = next((ln.split("error loading model:", 1)[1].strip() for ln in lines if "error loading model:" in ln), None)
         if cause is not None:
             return (f"model file {self.model} could not be loaded: {cause}; it is corrupt or not a llama.cpp model "

@@ -35,7 +35,7 @@ def _die_with_parent(parent_pid: int) -> None:
 
 
 def _fail(message: str) -> None:
-    print(ERROR_PREFIX + message, file=sys.stderr, flush=True)
+    print("\n" + ERROR_PREFIX + message, file=sys.stderr, flush=True)
     sys.exit(2)
 
 
@@ -84,7 +84,8 @@ def main(argv: list[str]) -> None:
         server = xllamacpp.Server(params)  # returns once the model is loaded and the port listens
     except RuntimeError as exc:
         _fail(f"llama.cpp server failed to start ({exc})")
-    print(READY_PREFIX + f"http://{HOST}:{port}", file=sys.stderr, flush=True)
+    # On a line of its own: llama.cpp's threads write to the same stderr, mid-line at times.
+    print("\n" + READY_PREFIX + f"http://{HOST}:{port}", file=sys.stderr, flush=True)
     while not stop.wait(0.5):
         if parent and os.getppid() != parent:
             break
