@@ -139,14 +139,24 @@ class LLMPanel(Panel):
         self.by_stage = by_stage
 
     def text(self, frame: Frame, **ctx) -> str:
-        lines = ["[b]endpoint  in-fl calls  err/retry  p50/p95 s[/]"]
+        # Latencies in the plots' unit: simulated seconds in a simulated run (wall x time scale).
+        scale = frame.time_scale if frame.snap.simulated else 1.0
+        unit = "sim s" if frame.snap.simulated else "s"
+        lines = [f"[b]endpoint  in-fl calls  err/retry  p50/p95 {unit}[/]"]
         for s in frame.llm:
             err = f"[$error b]{s.errors} ERR[/]" if s.errors else "0"
             lines.append(f"{escape(s.endpoint):<10}{s.in_flight:>5}{s.calls:>6}  {err}/{s.retries:<4} "
-                         f"{fmt(s.p50_s, '.2f')}/{fmt(s.p95_s, '.2f')}")
+                         f"{_latency(s.p50_s, scale)}/{_latency(s.p95_s, scale)}")
             lines.append(f"[$text-muted]  tokens in {s.tokens_in:,} · out {s.tokens_out:,}[/]")
         lines.extend(per_proposal_lines(frame.snap, self.by_stage))
         return "\n".join(lines)
+
+
+def _latency(seconds: float | None, scale: float) -> str:
+    if seconds is None:
+        return "-"
+    v = seconds * scale
+    return f"{v:.0f}" if v >= 100 else f"{v:.1f}" if v >= 10 else f"{v:.2f}"
 
 
 def per_proposal_lines(snap, by_stage: bool) -> list[str]:
