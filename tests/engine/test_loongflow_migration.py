@@ -64,7 +64,8 @@ def test_the_view_carries_the_events_with_the_configured_threshold() -> None:
     pool, _ = seeded(IslandSettings())
     _grow(pool, 0, 1, 4)
     strategy = {"name": "loongflow", "loongflow": {"islands": 2, "migration_interval": 9, "migration_share": 0.5,
-                                                   "bins": 3, "migration_threshold": 0.2}}
+                                                   "bins": 3, "migration_threshold": 0.2,
+                                                   "migration_trigger": "diversity"}}
     view = build_islands_view(strategy, pool.artifacts())
     assert view is not None and [(e.at, e.source, e.target) for e in view.events] == [(9, 0, 1)]
     assert isinstance(view.events[0], MigrationEvent)

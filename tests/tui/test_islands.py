@@ -13,8 +13,9 @@ from tests.tui.fakes_islands import STRATEGY, IslandsBackend, frozen_artifacts
 
 def test_island_options_only_for_island_strategies():
     assert island_options({"name": "loongflow"}) == {}
+    # A stored table without migration_trigger ran before it existed: with the interval migration.
     assert island_options({"name": "contextevolve", "contextevolve": {"selection": "islands"},
-                           "loongflow": {"islands": 4}}) == {"islands": 4}
+                           "loongflow": {"islands": 4}}) == {"islands": 4, "migration_trigger": "interval"}
     assert island_options({"name": "contextevolve", "contextevolve": {"selection": "tournament"}}) is None
     assert island_options({"name": "gepa"}) is None
     assert build_islands_view({"name": None}, frozen_artifacts()) is None
