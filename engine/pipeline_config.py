@@ -22,7 +22,8 @@ class PipelineConfig(StrictModel):
     """async: stages overlap (FlashEvolve); sync: one step at a time (GEPA); pxn: GEPA's
     parallel proposals, P parents x N mutations per step, each stage waiting for its slowest;
     chain: proposal chains that hand each step to the next at the minibatch gate and validate
-    in the background (prompt tasks; engine/stages/chain.py)."""
+    in the background (prompt tasks; engine/stages/chain.py); on program tasks the evaluator is the
+    gate (engine/capabilities/program_chain.py)."""
     chains: int = Field(default=8, gt=0)
     """chain: proposal chains at once (the most, with chains_min): the speed/quality dial. 8 by
     measurement (48 proposals, simulated vllm, 144 seeds side by side against 8): 6 are 15%
