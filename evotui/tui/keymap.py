@@ -109,7 +109,8 @@ DIFF_BINDINGS = [
 ]
 
 HELP_SCREEN_BINDINGS = [
-    Binding("escape,f1,q", "close", "Close", id="help.close", tooltip="Close the help"),
+    Binding("escape,f1", "close", "Close", id="help.close", tooltip="Close the help"),
+    Binding("q", "app.quit", "Quit", id="help.quit", tooltip="Quit, as q does everywhere (a live run: asks first)"),
 ]
 
 INTERRUPT_BINDINGS = [
