@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import struct
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -201,6 +202,12 @@ def test_wandb_offline_backend_logs_under_the_evotui_run_id(quiet_home):
 
     folder = quiet_home / "wb"
     for session, steps in enumerate(((1, 2), (3,))):
+        if session:
+            # W&B names an offline folder by the second it started in: two sessions in one second
+            # would share one (a real resume is seconds later). Wait for the clock, not a duration.
+            started = int(time.time())
+            while int(time.time()) == started:
+                time.sleep(0.05)
         backend = WandbBackend("proj", None, "offline", folder)
         assert backend.start(IDENTITY) == "r-test"
         backend.log_metrics([r for s in steps for r in rows(s, best_score=0.1 * s)])
