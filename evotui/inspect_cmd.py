@@ -203,5 +203,7 @@ async def _show(store: Store, args: argparse.Namespace) -> int:
         print(f"{'pes':14} {p['plans']} plans ({p['plan_fallbacks']} fallbacks), "
               f"{p['summaries']} summaries ({p['summary_fallbacks']} fallbacks)")
     if best is not None:
-        print("\nbest prompt:\n" + best["text"])
+        # A program task's summary names its sandbox; a prompt task's has none.
+        what = "program" if "sandbox" in (info.get("summary") or {}) else "prompt"
+        print(f"\nbest {what}:\n" + best["text"])
     return 0

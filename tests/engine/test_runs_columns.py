@@ -40,3 +40,15 @@ def test_help_names_programs_and_prompts():
     out = subprocess.run([sys.executable, "-m", "evotui.cli", "--help"], cwd=ROOT, capture_output=True, text=True,
                          timeout=60)
     assert out.returncode == 0 and "evolution of programs and prompts" in out.stdout
+
+
+def test_show_names_a_program_as_a_program(tmp_path):
+    """issue 38, D15: `show` said "best prompt:" for a program task."""
+    db = tmp_path / "p.db"
+    root = Path(__file__).resolve().parents[2]
+    run = [sys.executable, "-m", "evotui.cli", "run", "circle_packing", "--no-ui", "--quiet", "--db", str(db),
+           "--max-proposals", "2", "--time-scale", "2000"]
+    assert subprocess.run(run, cwd=root, capture_output=True, text=True, timeout=300).returncode == 0
+    shown = subprocess.run([sys.executable, "-m", "evotui.cli", "show", "--db", str(db)], cwd=root,
+                           capture_output=True, text=True, timeout=120)
+    assert "\nbest program:\n" in shown.stdout and "best prompt:" not in shown.stdout
