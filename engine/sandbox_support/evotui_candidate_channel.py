@@ -20,6 +20,7 @@ HOST = os.path.join(os.path.dirname(os.path.abspath(__file__)), "evotui_candidat
 class CandidateError(Exception):
     """An exception of the candidate's own type, raised in its process."""
 
+
 class Channel:
     """One load of the candidate = one process, as one import is one execution of its code."""
 
@@ -96,9 +97,10 @@ class Channel:
         old = getattr(self, "names", {})
         self.lock, self.released, self.broken = threading.Lock(), [], ""
         self.generation += 1
+        self.sock.close()  # this process's copy of the parent's connection (the parent keeps its own)
         self._start()
         raw = self._exchange(("load", self.name, self.guard.path, os.getcwd(), list(sys.argv), list(sys.path)))
-        kind, *rest = wire.SafeUnpickler(io.BytesIO(raw), persistent_load=_Ref).load()
+        kind, *rest = wire.SafeUnpickler(io.BytesIO(raw), trusted_dirs=self.guard.trusted, persistent_load=_Ref).load()
         fresh = rest[0] if kind == "ok" else {}
         self.translate = {old[k]: v.hid for k, v in fresh.items() if k in old and isinstance(v, _Ref)}
 
