@@ -107,6 +107,8 @@ class Sandbox:
         """Each evaluation leases one (engine/sandbox/gpu_slots.py); None: devices left as they are."""
         self.secret_vars = secret_vars
         """Environment variables never passed to evaluated code (the run's API key variables)."""
+        self._readable_paths: dict[tuple[Path, tuple[str, ...]], list[str]] = {}
+        """(task folder, declared paths) -> what evaluated code may read there (see _readable)."""
         self.isolation = isolation or detect()
         self.python = python or sys.executable
         self.scratch_root = str(scratch_root or tempfile.gettempdir())
@@ -252,8 +254,14 @@ class Sandbox:
         """Read confinement needs Landlock; without it reads stay as the mode leaves them."""
         if not self.isolation.landlock:
             return None
-        tools = toolchain_env(dict(os.environ), "")[1]
-        return readable_paths(self.python, evaluator.parent, SUPPORT_DIR, (*limits.read_paths, *tools))
+        key = (evaluator.parent, limits.read_paths)
+        if key not in self._readable_paths:
+            # Once per task folder and declared paths: listing /etc and probing every toolchain
+            # home on each evaluation would be the same answer every time.
+            tools = toolchain_env(dict(os.environ), "")[1]
+            self._readable_paths[key] = readable_paths(self.python, evaluator.parent, SUPPORT_DIR,
+                                                       (*limits.read_paths, *tools))
+        return self._readable_paths[key]
 
     async def _stop(self, proc: asyncio.subprocess.Process, group: PidsGroup, uid: int | None) -> None:
         """Normal exit: sweep strays. Backstop or cancellation: let the supervisor clean up, then kill."""
