@@ -7,11 +7,13 @@ variables (engine/config_env.py) < CLI flags the user typed.
 from __future__ import annotations
 
 import tomllib
+from functools import reduce
 from pathlib import Path
 from typing import Literal
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 
+from engine.pipeline.modes import DEFAULT_MODE_LAYER, throughput_default
 from engine.pipeline_config import DEFAULT_MAX_GAP, DEFAULT_WORKERS, STAGES, PipelineConfig  # noqa: F401 (re-exported)
 from engine.service_config import EvaluatorConfig, RouteConfig, StrictModel
 from engine.strategy_config import StrategyConfig
@@ -268,10 +270,6 @@ def deep_merge(base: dict, override: dict) -> dict:
 def new_run_layers(task, layers: list[tuple[str, dict]]) -> list[tuple[str, dict]]:
     """The layers a new run of `task` is built from: the task's own defaults, evotui's default mode
     where the run leaves the mode open (engine/pipeline/modes.py), then `layers`."""
-    from functools import reduce
-
-    from engine.pipeline.modes import DEFAULT_MODE_LAYER, throughput_default
-
     layers = [("defaults of task.toml", task.defaults), *layers]
     asked = reduce(deep_merge, (layer for _, layer in layers), {})
     default = throughput_default(task.kind, (asked.get("strategy") or {}).get("name"),
