@@ -41,6 +41,13 @@ class FatalRunError(Exception):
         self.exit_code = exit_code
 
 
+def stop_if_fatal(exc: Exception) -> None:
+    """An LLM error that no retry or other request can mend (engine/llm/errors.py: `fatal`, e.g. a
+    rejected key or an unknown model) stops the whole run; any other is the caller's to handle."""
+    if getattr(exc, "fatal", False):
+        raise FatalRunError(str(exc)) from None
+
+
 class CallFailed(Exception):
     """An LLM call an item needed failed (after its retries): the item fails with this reason.
     A missing answer is never scored as an empty one, which would quietly lower a score."""

@@ -19,7 +19,7 @@ from typing import Any, Mapping
 
 from engine import components
 from engine import events as ev
-from engine.context import FatalRunError, RunContext
+from engine.context import FatalRunError, RunContext, stop_if_fatal
 from engine.hot_swap import HotSwapError, PinnedParents
 from engine.items import WorkItem, current_item
 from engine.llm.errors import LLMError
@@ -258,8 +258,7 @@ class AdapterStages(PinnedParents, StaleRepairMixin, ExampleKindMixin, KindHandl
             try:
                 res = await ctx.reflection_llm.chat(messages, stage="propose", shrink=middle_out)
             except LLMError as exc:
-                if exc.fatal:
-                    raise FatalRunError(str(exc)) from None
+                stop_if_fatal(exc)
                 return None, f"LLM error: {exc.kind}"
             if res.finish_reason == "length":
                 return None, "truncated (finish_reason=length)"

@@ -17,7 +17,7 @@ from pathlib import Path
 from engine.code.languages import LanguageSpec
 from engine.code.local_checks import local_errors
 from engine.code.patches import apply_reply
-from engine.context import FatalRunError, RunContext
+from engine.context import RunContext, stop_if_fatal
 from engine.llm.errors import LLMError
 from engine.stages import program_prompt as prompt
 from engine.strategy.executor import REPAIR_STAGE, ExecutorSpec, fix_request
@@ -56,8 +56,7 @@ async def fix_locally(ctx: RunContext, spec: ExecutorSpec, parent_text: str, par
         try:
             res = await ctx.reflection_llm.chat(ask, stage=REPAIR_STAGE)
         except LLMError as exc:
-            if exc.fatal:
-                raise FatalRunError(str(exc)) from None
+            stop_if_fatal(exc)
             call["result"] = f"LLM error: {exc.kind}"
             break
         if res.finish_reason == "length":

@@ -22,7 +22,7 @@ from engine.capabilities.program_chain import ProgramChain
 from engine.code import cycling
 from engine.code.filters import ProgramFilters, Verdict, program_hash
 from engine.code.patches import apply_reply, unified_diff
-from engine.context import FatalRunError, RunContext
+from engine.context import FatalRunError, RunContext, stop_if_fatal
 from engine.evaluator import (
     EXIT_EVALUATOR_LOST,
     EvaluatorLost,
@@ -209,8 +209,7 @@ class ProgramStages(KindHandlers):
             try:
                 res = await ctx.reflection_llm.chat(messages, stage="propose")
             except LLMError as exc:
-                if exc.fatal:
-                    raise FatalRunError(str(exc)) from None
+                stop_if_fatal(exc)
                 reason = f"LLM error: {exc.kind}"
                 break
             if res.finish_reason == "length":

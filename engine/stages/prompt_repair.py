@@ -7,7 +7,7 @@ version and keeps it, patches it onto the current best, or discards it.
 from __future__ import annotations
 
 from engine import components
-from engine.context import FatalRunError
+from engine.context import stop_if_fatal
 from engine.items import WorkItem
 from engine.llm.errors import LLMError
 from engine.llm.shrink import middle_out
@@ -40,8 +40,7 @@ class StaleRepairMixin:
             else:
                 verdict, reason, patched = reflection.parse_verdict(res.text)
         except LLMError as exc:
-            if exc.fatal:
-                raise FatalRunError(str(exc)) from None
+            stop_if_fatal(exc)
             verdict, reason = "malformed", f"LLM error: {exc.kind}"
         if verdict == "patch" and patched is not None and patched.strip() == best.text.strip():
             verdict, reason = "discard", "patch adds nothing to the current best"

@@ -16,7 +16,7 @@ from typing import Mapping
 
 from engine import components
 from engine import events as ev
-from engine.context import CallFailed, FatalRunError, RunContext
+from engine.context import CallFailed, FatalRunError, RunContext, stop_if_fatal
 from engine.items import WorkItem, current_item
 from engine.ledger import EvalRow
 from engine.llm.errors import LLMError
@@ -137,8 +137,7 @@ class PromptStages(PinnedParents, AuditMixin, SpeculationMixin, ChainMixin, Stal
             if res.finish_reason == "length":
                 note = " (the answer was cut off at max_tokens)"
         except LLMError as exc:
-            if exc.fatal:
-                raise FatalRunError(str(exc)) from None
+            stop_if_fatal(exc)
             raise CallFailed(f"LLM error in {stage} on example {example_id}: {exc.kind}") from None
         try:
             result = ctx.task.score(example, output)
@@ -221,8 +220,7 @@ class PromptStages(PinnedParents, AuditMixin, SpeculationMixin, ChainMixin, Stal
                 elif child.strip() == current.strip():
                     child, reason = None, "no change from parent"
         except LLMError as exc:
-            if exc.fatal:
-                raise FatalRunError(str(exc)) from None
+            stop_if_fatal(exc)
             reason = f"LLM error: {exc.kind}"
         if child is not None:
             item.payload["child"] = child

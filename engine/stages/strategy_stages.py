@@ -26,7 +26,7 @@ import asyncio
 import random
 from typing import Awaitable, Callable, Mapping
 
-from engine.context import FatalRunError, RunContext
+from engine.context import RunContext, stop_if_fatal
 from engine.items import WorkItem
 from engine.llm.errors import LLMError
 from engine.llm.shrink import middle_out
@@ -53,8 +53,7 @@ class KindEnv:
         try:
             res = await self.ctx.reflection_llm.chat(messages, stage=stage, shrink=middle_out)
         except LLMError as exc:
-            if exc.fatal:
-                raise FatalRunError(str(exc)) from None
+            stop_if_fatal(exc)
             return None
         return None if res.finish_reason == "length" else res.text
 
