@@ -7,14 +7,19 @@ from tests.tui.fakes_evidence import app_with
 from tests.tui.test_dashboard import LinesBackend, settle
 
 
+async def _sixty_lines(pilot, app, backend):
+    """The dashboard's event log after 60 lines arrived (more than any of these sizes shows)."""
+    await settle(pilot)
+    backend.queue = [f"line {i}" for i in range(60)]
+    await settle(pilot)
+    return app.screen.log_view
+
+
 async def test_a_following_log_stays_at_its_end_through_every_resize():
     backend = LinesBackend()
     app = app_with(backend)
     async with app.run_test(size=(80, 40)) as pilot:
-        await settle(pilot)
-        log = app.screen.log_view
-        backend.queue = [f"line {i}" for i in range(60)]
-        await settle(pilot)
+        log = await _sixty_lines(pilot, app, backend)
         assert log.scroll_y == log.max_scroll_y > 0
         for size in [(80, 24), (120, 30), (160, 48), (100, 20), (80, 24)]:
             await pilot.resize_terminal(*size)
@@ -30,10 +35,7 @@ async def test_a_scrolled_up_log_stays_put_through_a_resize():
     backend = LinesBackend()
     app = app_with(backend)
     async with app.run_test(size=(80, 40)) as pilot:
-        await settle(pilot)
-        log = app.screen.log_view
-        backend.queue = [f"line {i}" for i in range(60)]
-        await settle(pilot)
+        log = await _sixty_lines(pilot, app, backend)
         log.scroll_home(animate=False)
         await pilot.pause()
         await pilot.resize_terminal(80, 24)
