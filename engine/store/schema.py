@@ -6,7 +6,7 @@ another program's SQLite file is refused instead of being written into.
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 # "evot" as a big-endian 32-bit integer, the SQLite convention for application ids.
 APPLICATION_ID = int.from_bytes(b"evot", "big")
 
@@ -215,8 +215,28 @@ _V6: tuple[str, ...] = (
     "CREATE INDEX audit_run_item ON audit (run_id, item_id)",
 )
 
+# v7: operator steering of a live run (engine/steering/): one row per act, in order (act_id). Acts
+# are guide / unguide / pin / unpin / ban / unban / reeval (who asked in `by`) and the engine's
+# own "use" rows (a proposal that was shown a guidance or took a pinned parent), so a resumed run
+# rebuilds exactly the guidance, pins and bans it had, with the proposals they have left.
+_V7: tuple[str, ...] = (
+    f"""CREATE TABLE steering (
+        {_RUN_FK},
+        act_id INTEGER NOT NULL,
+        act TEXT NOT NULL,
+        target TEXT,
+        text TEXT,
+        count INTEGER,
+        item_id TEXT,
+        by TEXT NOT NULL,
+        detail_json TEXT NOT NULL DEFAULT '{{}}',
+        created_at REAL NOT NULL,
+        PRIMARY KEY (run_id, act_id)
+    )""",
+)
+
 # MIGRATIONS[i] brings a database from version i to version i + 1. Append, never edit old entries.
-MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1, _V2, _V3, _V4, _V5, _V6)
+MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7)
 assert len(MIGRATIONS) == SCHEMA_VERSION
 
 RUN_COLUMNS: tuple[str, ...] = (
@@ -237,6 +257,7 @@ ROW_ORDER: dict[str, str] = {
     "staleness": "rowid",
     "reviews": "rowid",
     "audit": "rowid",
+    "steering": "act_id",
 }
 
 

@@ -38,6 +38,7 @@ STALE_COLS = ("run_id", "item_id", "stage", "policy", "gap", "item_version", "po
               "decision", "reason", "created_at", "tokens", "detail_json")
 REVIEW_COLS = ("run_id", "item_id", "gate", "decision", "reason", "edited", "created_at")
 AUDIT_COLS = ("run_id", "item_id", "transition", "component", "decision", "reason", "detail_json", "created_at")
+STEERING_COLS = ("run_id", "act_id", "act", "target", "text", "count", "item_id", "by", "detail_json", "created_at")
 
 SQL = {
     "insert_run": _insert("runs", RUN_INSERT_COLS),
@@ -51,6 +52,7 @@ SQL = {
     "insert_staleness": _insert("staleness", STALE_COLS),
     "insert_review": _insert("reviews", REVIEW_COLS),
     "insert_audit": _insert("audit", AUDIT_COLS),
+    "insert_steering": _insert("steering", STEERING_COLS),
     "delete_run": "DELETE FROM runs WHERE run_id = ?",
     "put_judge_labels": ("INSERT OR REPLACE INTO judge_labels (key, model, labels_json, invalid_answers, created_at) "
                          "VALUES (?, ?, ?, ?, ?)"),

@@ -25,7 +25,8 @@ from .opening import BUSY_TIMEOUT_MS, connect
 from .queries import RunRecord
 from .schema import SCHEMA_VERSION
 from .statements import (ARTIFACT_COLS, AUDIT_COLS, CALL_COLS, EVAL_COLS, ITEM_COLS, LINEAGE_COLS, POOL_COLS,
-                         REVIEW_COLS, RUN_INSERT_COLS, SQL, STAGE_COLS, STALE_COLS, UPDATABLE_RUN_COLS)
+                         REVIEW_COLS, RUN_INSERT_COLS, SQL, STAGE_COLS, STALE_COLS, STEERING_COLS,
+                         UPDATABLE_RUN_COLS)
 from .texts import CallTexts
 from .writer import BatchWriter, ErrorCallback, Op
 
@@ -283,6 +284,10 @@ class Store:
         """One audited transition of a proposal (schema v6, engine/stages/audit.py)."""
         self._put("insert_audit", AUDIT_COLS, (run_id, item_id, transition, component, decision, reason,
                                                 dumps(detail, column="detail"), created_at))
+
+    def insert_steering(self, run_id: str, row: dict[str, Any]) -> None:
+        """One steering act (schema v7, engine/steering/persist.py builds the row)."""
+        self._put("insert_steering", STEERING_COLS, tuple(row[c] for c in STEERING_COLS))
 
     # -- reads (committed data only) ---------------------------------------------------------
 
