@@ -60,6 +60,9 @@ class SandboxLimits:
     candidate_process: bool = True
     """A Python candidate that the evaluator loads runs in a process of its own, so it cannot forge
     the evaluator's result (engine/sandbox_support/evotui_candidate_guard.py); False trusts it."""
+    retries: int = 0
+    """Evaluations run again when the evaluator raised (OpenEvolve's evaluator.max_retries): a flaky
+    evaluator gets another try; timeouts and limits are never retried (they would only repeat)."""
 
 
 async def _drain(stream: asyncio.StreamReader, cap: int, keep: str) -> tuple[bytes, int]:
@@ -128,12 +131,22 @@ class Sandbox:
                        limits: SandboxLimits | None = None, program_name: str = "program.py") -> EvalResult:
         """Evaluate program_text with an OpenEvolve-style evaluator.py (mode "openevolve") or a
         ShinkaEvolve evaluate.py (mode "shinka")."""
+        limits = limits or self.limits
         async with self._sem, (self.gpu_slots.lease() if self.gpu_slots else nullcontext()) as slot:
             self.running += 1
             try:
                 res = await self._run(Path(evaluator).resolve(), program_text, mode, cascade, thresholds or [],
-                                      limits or self.limits, program_name, slot)
-                return with_hint(res, limits or self.limits)
+                                      limits, program_name, slot)
+                raised: list[str] = []
+                while not res.ok and res.kind == "exception" and len(raised) < limits.retries:
+                    raised.append(res.reason)
+                    res = await self._run(Path(evaluator).resolve(), program_text, mode, cascade,
+                                          thresholds or [], limits, program_name, slot)
+                if raised:
+                    res.warnings.append(f"the evaluator raised on {len(raised)} attempt(s) before this one "
+                                        f"(first: {raised[0][:200]}); evaluator retries allowed: {limits.retries}")
+                res.attempts = len(raised) + 1
+                return with_hint(res, limits)
             finally:
                 self.running -= 1
                 self.completed += 1

@@ -28,6 +28,10 @@ class EvalResult:
     duration_s: float = 0.0
     exit_code: int | None = None
     timed_out: bool = False
+    kind: str = ""
+    """The runner's failure kind ("exception", "incorrect", "memory", ...), empty when ok or unknown."""
+    attempts: int = 1
+    """Evaluations run for this result (more than 1 when the evaluator raised and retries were allowed)."""
 
 
 def signal_reason(sig: int, fsize_mb: int, cpu_s: int) -> str:
@@ -61,6 +65,7 @@ def interpret(res: EvalResult, data: object) -> EvalResult:
                 res.warnings.append(f"metric {key!r} is {value}; dropped")
     res.metrics = metrics
     if not data.get("ok"):
+        res.kind = str(data.get("kind") or "")
         res.reason = str(data.get("error") or "evaluation failed")
         if data.get("traceback"):
             res.stderr_tail = (res.stderr_tail + "\n" + str(data["traceback"]))[-TAIL_CHARS:]

@@ -25,6 +25,7 @@ _SETTINGS = {
     ("evaluator", "cascade_evaluation"): "cascade",
     ("evaluator", "cascade_thresholds"): "cascade_thresholds",
     ("evaluator", "parallel_evaluations"): "eval_concurrency",
+    ("evaluator", "max_retries"): "eval_retries",
     ("prompt", "num_top_programs"): "num_top",
     ("prompt", "num_diverse_programs"): "num_diverse",
     ("database", "archive_size"): "elite_size",

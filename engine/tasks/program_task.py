@@ -61,6 +61,9 @@ class ProgramSettings(BaseModel):
     """OMP/MKL/OpenBLAS/NumExpr threads inside the sandbox."""
     eval_concurrency: int = Field(default=2, gt=0)
     """Evaluations at once (separate from LLM concurrency)."""
+    eval_retries: int = Field(default=0, ge=0)
+    """Runs again an evaluation whose evaluator raised (OpenEvolve's evaluator.max_retries); a
+    timeout or a resource limit is never retried."""
     eval_read_paths: list[str] = Field(default_factory=list)
     """Further paths evaluated code may read (toolchains or caches in a home directory, e.g. "~/.rustup");
     by default it reads only the system, the interpreter, the task folder and its scratch."""
@@ -97,7 +100,7 @@ class ProgramSettings(BaseModel):
         return SandboxLimits(wall_s=self.eval_timeout_s, memory_mb=self.eval_memory_mb, nproc=self.eval_nproc,
                              threads=self.eval_threads, fsize_mb=self.eval_fsize_mb,
                              read_paths=tuple(self.eval_read_paths),
-                             candidate_process=self.eval_candidate_process)
+                             candidate_process=self.eval_candidate_process, retries=self.eval_retries)
 
 
 @dataclass(frozen=True)
