@@ -23,6 +23,7 @@ from engine.events import Subscription
 from engine.runner import EngineRun, RunResult
 from engine.snapshot import EngineSnapshot
 from evotui.control import ControlServer, socket_path
+from evotui.headless_progress import PauseClock, Progress, budget_text, progress_of, rate_text
 
 HANGUP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
@@ -117,20 +118,29 @@ def gpu_slots_text(run: EngineRun) -> str:
     return f" gpu {slots['busy']}/{slots['slots']} ({per})"
 
 
-def progress_line(s: EngineSnapshot, width: int = 200, gpu: str = "") -> str:
+def progress_line(s: EngineSnapshot, width: int = 200, gpu: str = "", progress: Progress | None = None) -> str:
     """A progress line: the compact form fits 80 columns; wider terminals get queues and LLM use.
-    Accepted counts merges too: they are shown apart (merges are not proposals). gpu: busy slots."""
+    Accepted counts merges too: they are shown apart (merges are not proposals). gpu: busy slots.
+    progress: N/budget and the ETA (compact form) and the rate without paused time (wide form)."""
     elapsed = f"{s.elapsed_s:5.1f}s" if s.elapsed_s < 1000 else f"{s.elapsed_s / 60:.0f}m"  # minutes keep it short
     merges = f" merges {s.merges_accepted}" if s.merges_accepted else ""
-    compact = (f"[{elapsed} {s.state}] v{s.pool_version} best {_score(s.best_score)} prop {s.proposal_attempts} "
-               f"acc {s.accepted} rej {s.rejected} fail {s.failed}{merges}{gpu}")
+    count = budget_text(progress) if progress is not None else f"prop {s.proposal_attempts}"
+    head = f"[{elapsed} {s.state}] v{s.pool_version} best {_score(s.best_score)} {count}"
+    # Shorter forms in turn until one fits: what is left out is in the wide form and the summary.
+    forms = [f"{head} acc {s.accepted} rej {s.rejected} fail {s.failed}{merges}{gpu}",
+             f"{head} acc {s.accepted} rej {s.rejected} fail {s.failed}{merges}{gpu.split(' (')[0]}",
+             f"{head} acc {s.accepted} rej {s.rejected}{merges}{gpu.split(' (')[0]}",
+             f"{head} acc {s.accepted}{gpu.split(' (')[0]}"]
+    compact = next((f for f in forms if len(f) <= min(width, 80)), forms[-1])
     if width < 120:
         return compact
+    compact = forms[0]
     queues = " ".join(f"{st.name}:{st.depth}/{st.busy}/{st.workers}" for st in s.stages)
     sim = " [SIMULATED]" if s.simulated else ""
     chains = f" | chains running/count {s.chains_running}/{s.chain_count}" if s.chains_max else ""
+    rate = f" | {rate_text(progress, s.simulated)}" if progress is not None else ""
     return (f"{compact} stale {s.discarded_stale} (seed {_score(s.seed_score)}){sim} | q depth/busy/workers "
-            f"{queues} | llm {s.llm_calls} calls {s.prompt_tokens + s.completion_tokens} tok{chains}")
+            f"{queues} | llm {s.llm_calls} calls {s.prompt_tokens + s.completion_tokens} tok{chains}{rate}")
 
 
 def _width(stream: TextIO) -> int:
@@ -153,10 +163,28 @@ async def _write_events(sub: Subscription, out: TextIO) -> None:
             out.flush()
 
 
-async def _progress(run: EngineRun, every_s: float, term: Terminal) -> None:
+class ProgressReporter:
+    """One progress line from the run now: its snapshot, busy GPU slots, N/budget, ETA and the
+    rate without the paused time (counted from the run's state changes since this session began)."""
+
+    def __init__(self, run: EngineRun) -> None:
+        self.run = run
+        self.baseline = dict(run.ctx.budget.spent)  # a resumed run's earlier work is not this session's rate
+        self.pauses = PauseClock(run.bus.subscribe(maxlen=100_000))
+
+    def line(self, width: int) -> str:
+        snap = self.run.snapshot()
+        progress = progress_of(snap, self.baseline, self.pauses.paused_s())
+        return progress_line(snap, width, gpu_slots_text(self.run), progress)
+
+    def close(self) -> None:
+        self.run.bus.unsubscribe(self.pauses.sub)
+
+
+async def _progress(reporter: ProgressReporter, every_s: float, term: Terminal) -> None:
     while True:
         await asyncio.sleep(every_s)
-        term.say(progress_line(run.snapshot(), _width(term.err), gpu_slots_text(run)))
+        term.say(reporter.line(_width(term.err)))
 
 
 async def drive(run: EngineRun, *, events_path: Path | None, progress_every: float, quiet: bool,
@@ -189,6 +217,7 @@ async def drive(run: EngineRun, *, events_path: Path | None, progress_every: flo
         loop.add_signal_handler(sig, on_signal, sig.name)
     loop.add_signal_handler(signal.SIGUSR1, on_usr1)
     tasks: list[asyncio.Task] = []
+    reporter: ProgressReporter | None = None
     events_file: TextIO | None = None
     control = ControlServer(run, socket_path(run.db_path, run.ctx.run_id))
     try:
@@ -205,15 +234,18 @@ async def drive(run: EngineRun, *, events_path: Path | None, progress_every: flo
                     "scores and speeds are simulated, not real model results")
             term.say(f"evotui: run {run.ctx.run_id} in {run.db_path} ({'resumed' if run.resumed else 'new'})")
             term.say(spend_line(run))
-            tasks.append(asyncio.create_task(_progress(run, progress_every, term)))
+            reporter = ProgressReporter(run)
+            tasks.append(asyncio.create_task(_progress(reporter, progress_every, term)))
         result = await run.run()
-        if not quiet:  # the last progress line is the final state
-            term.say(progress_line(run.snapshot(), _width(term.err), gpu_slots_text(run)))
+        if reporter is not None:  # the last progress line is the final state
+            term.say(reporter.line(_width(term.err)))
         if tasks and events_path is not None:
             # Let the event writer flush what the run published last.
             await asyncio.wait_for(asyncio.shield(tasks[0]), timeout=5)
         return result
     finally:
+        if reporter is not None:
+            reporter.close()
         await control.close()
         for task in tasks:
             task.cancel()
