@@ -226,6 +226,20 @@ class BestRestored(Event):
     reason: str
 
 
+@dataclass(frozen=True, kw_only=True)
+class Steered(Event):
+    """An operator steering act (engine/steering/acts.py): guidance, pin, ban, re-evaluation."""
+
+    kind: ClassVar[str] = "steered"
+    act_id: int
+    act: str
+    by: str
+    target: str | None
+    text: str | None
+    count: int | None
+    summary: str
+
+
 class Subscription:
     """A bounded mailbox; when full the oldest event is dropped and counted."""
 
