@@ -136,7 +136,13 @@ def local_layers(args: argparse.Namespace) -> tuple[list[tuple[str, dict]], dict
     return [("--llm local defaults", LOCAL_DEFAULTS)], cli
 
 
-def read_config_file(path: Path) -> dict:
+def shown_warnings(args: argparse.Namespace) -> set[str]:
+    """Warnings this command has printed: the task folder's own config.yaml given again with
+    --config would otherwise list its ignored keys twice."""
+    return vars(args).setdefault("shown_warnings", set())
+
+
+def read_config_file(path: Path, shown: set[str] | None = None) -> dict:
     """A --config file: evotui TOML, or an OpenEvolve YAML (its keys mapped, the rest listed)."""
     if path.suffix.lower() not in (".yaml", ".yml"):
         return read_toml(path)
@@ -148,6 +154,8 @@ def read_config_file(path: Path) -> dict:
         raise ConfigError(str(exc)) from None
     for warning in mapped.warnings(path.name):
         print(f"evotui: warning: {warning}", file=sys.stderr)
+        if shown is not None:
+            shown.add(warning)
     return {**mapped.run, **({"program": mapped.settings} if mapped.settings else {})}
 
 
@@ -180,7 +188,7 @@ def config_layers(args: argparse.Namespace) -> list[tuple[str, dict]]:
     below, cli = local_layers(args)
     layers: list[tuple[str, dict]] = list(below)
     if args.config is not None:
-        layers.append((str(args.config), read_config_file(args.config)))
+        layers.append((str(args.config), read_config_file(args.config, shown_warnings(args))))
     layers.extend(env_layers(os.environ))  # EVOTUI_<SECTION>__<KEY>: above the file, below the flags
     simple = {
         "llm_url": "task_llm.url",
@@ -240,6 +248,9 @@ async def open_run(args: argparse.Namespace):
         if notice:
             print(notice, file=sys.stderr)
         run = await EngineRun.resume(args.db, args.run_id, budget_layer(args), {**endpoints, **evaluator_layer(args)})
+    shown = shown_warnings(args)
     for warning in [*getattr(run.ctx.task, "warnings", ()), *getattr(run.ctx, "setup_warnings", ())]:
-        print(f"evotui: warning: {warning}", file=sys.stderr)
+        if warning not in shown:
+            shown.add(warning)
+            print(f"evotui: warning: {warning}", file=sys.stderr)
     return run
