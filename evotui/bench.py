@@ -32,7 +32,9 @@ ZERO_LATENCY_SCALE = 1e9
 
 
 async def run_one(task: str, mode: str, seed: int, profile: str, proposals: int, time_scale: float | None,
-                  db: Path, extra: dict | None = None) -> dict:
+                  db: Path, extra: dict | None = None, program_heldout: bool = False) -> dict:
+    """One run of `task` under `mode`; program_heldout: a program task's final best is also scored
+    by the task's held-out evaluator (the suite's `held`; plain bench rows leave it empty)."""
     sim: dict = {"profile": profile, "seed": seed}
     if time_scale is not None:
         sim["time_scale"] = time_scale
@@ -50,6 +52,8 @@ async def run_one(task: str, mode: str, seed: int, profile: str, proposals: int,
     ctx = run.ctx
     best = ctx.pool.best()
     held = await bench_quality.heldout_score(ctx.task, best.text, seed) if best is not None else None
+    if program and program_heldout and best is not None:
+        held = await bench_quality.program_heldout_score(ctx.task, best.text)
     checks = sum(v for k, v in ctx.staleness_counts.items() if not k.startswith("reflect_"))
     patched = ctx.staleness_counts.get("reflect_patch", 0)
     return {
@@ -104,7 +108,6 @@ def settings(p) -> str:
         count = f"chains={p.chains}" if p.chain_floor == p.chains else \
             f"chains={p.chain_floor}..{p.chains} (grow after {p.chain_grow_after} clean steps)"
         parts += [count, f"chain_validators={p.chain_validators}"]
-        parts += ["chain_revert=on"] if p.chain_revert else []
         parts += [f"chain_early_gate={'on' if p.chain_early_gate else 'off'}",
                   f"chain_gate_current_head={'on' if p.chain_gate_current_head else 'off'}"]
         parts += [f"chain_validation_width={p.chain_validation_width}"] if p.chain_validation_width else []
@@ -158,6 +161,10 @@ def main(args: argparse.Namespace) -> int:
 
     if bench_real.wanted(args):  # --llm-url URL / --llm local: a real server, wall-clock throughput
         return bench_real.main(args)
+    if getattr(args, "suite", None):  # a declared suite of tasks x rows (bench_suite.py)
+        from evotui import bench_suite
+
+        return bench_suite.main(args)
     if getattr(args, "strategies", None):  # strategies side by side (bench_strategies.py)
         from evotui import bench_strategies
 

@@ -4,6 +4,8 @@ from evotui/bench.py so the CLI can list them in its help without importing the 
 # Reflective and guarded share the threshold, so their wasted tokens compare like for like.
 _REFLECTIVE = {"mode": "async", "policy": "reflective", "max_gap": 2}
 MODES = {
+    # What a new run of the task gets when it names no mode (engine/pipeline/modes.py chooses).
+    "default": {},
     "sync": {"pipeline": {"mode": "sync"}},
     "pxn": {"pipeline": {"mode": "pxn"}},
     "async": {"pipeline": {"mode": "async", "policy": "full"}},
@@ -27,12 +29,6 @@ MODES = {
     "chain-10": {"pipeline": {"mode": "chain", "chains": 10}},
     "chain-12": {"pipeline": {"mode": "chain", "chains": 12}},
     "chain-16": {"pipeline": {"mode": "chain", "chains": 16}},
-    # The head's runs on the next minibatch start beside the proposal (engine/config.py).
-    "chain-8-prefetch": {"pipeline": {"mode": "chain", "chains": 8, "chain_prefetch": True}},
-    # A head that validates below the pool's best is taken back out of the shared head.
-    "chain-8r": {"pipeline": {"mode": "chain", "chains": 8, "chain_revert": True}},
-    "chain-10r": {"pipeline": {"mode": "chain", "chains": 10, "chain_revert": True}},
-    "chain-12r": {"pipeline": {"mode": "chain", "chains": 12, "chain_revert": True}},
     # One background validation at a time: heads superseded meanwhile are never validated (the
     # newer head carries their edits), so fewer sequences share the GPU with the chains' steps.
     "chain-8v1": {"pipeline": {"mode": "chain", "chains": 8, "chain_validators": 1}},

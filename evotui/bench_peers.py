@@ -40,14 +40,18 @@ def _child(peer: Peer, task: str, url: str, seed: int, proposals: int, time_scal
     return json.loads(rows[-1])
 
 
-def run_peer(peer: Peer, task: str, seed: int, profile: str, proposals: int, time_scale: float) -> dict:
-    """One run of a real peer; a row in the layout of bench.run_one's."""
+def run_peer(peer: Peer, task: str, seed: int, profile: str, proposals: int, time_scale: float,
+             program_heldout: bool = False) -> dict:
+    """One run of a real peer; a row in the layout of bench.run_one's (program_heldout: as there)."""
     with SimEndpoint(profile, seed, time_scale) as sim:
         got = _child(peer, task, sim.url, seed, proposals, time_scale)
         backend = sim.metrics()
     minutes = got["pipeline_minutes"]
     best_text = got.get("best_text")  # the peer's own choice of best (GEPA: best_candidate)
-    held = asyncio.run(bench_quality.heldout_score(load_any_task(task), best_text, seed)) if best_text else None
+    loaded = load_any_task(task)
+    held = asyncio.run(bench_quality.heldout_score(loaded, best_text, seed)) if best_text else None
+    if program_heldout and best_text and loaded.kind == "program":
+        held = asyncio.run(bench_quality.program_heldout_score(loaded, best_text))
     return {
         "mode": peer.name,
         "peer": True,

@@ -16,12 +16,15 @@ comes from those seeds alone, not from the prompt. So every row of a seed is sco
 same draws (common random numbers): two prompts that state the same rules get the same `held`
 however they word them, and rows of one seed differ only where their prompts differ.
 
-Program tasks score deterministically (no noise to select on); their rows have no `held`.
+Program tasks score deterministically (no noise to select on), so `evotui bench` rows have no
+`held`; the suite (bench_suite.py) re-scores a program task's final best with the task's held-out
+evaluator (`program_heldout_score`), which checks the same objective more strictly.
 """
 
 from __future__ import annotations
 
 import asyncio
+import math
 import random
 import statistics
 import sys
@@ -67,6 +70,20 @@ async def heldout_score(task: Any, text: str, seed: int, repeats: int = HELDOUT_
     finally:
         await client.aclose()
     return sum(scores) / len(scores)
+
+
+async def program_heldout_score(task: Any, text: str) -> float | None:
+    """The task's held-out evaluator's score of a program (in the sandbox, with the task's limits),
+    None when the task has no held-out evaluator; an invalid program scores 0, as in a run."""
+    evaluator = getattr(task, "heldout_evaluator", None)
+    if getattr(task, "kind", None) != "program" or evaluator is None:
+        return None
+    from engine.sandbox import Sandbox
+
+    s = task.settings
+    ev = await Sandbox(s.limits(), concurrency=1).evaluate(evaluator, text, mode=task.sandbox_mode,
+                                                           program_name=task.program_name)
+    return float(ev.score) if ev.ok and ev.score is not None and math.isfinite(ev.score) else 0.0
 
 
 def _noise_demo(validations: int = 2000) -> None:

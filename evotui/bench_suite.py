@@ -1,0 +1,203 @@
+"""`evotui bench --suite NAME`: a declared suite of tasks x rows x seeds x proposals in one run.
+
+The suites are data (evotui/bench_suites.toml, or any TOML file of the same layout given as the
+NAME). For every task and row the bench prints: evaluated proposals per simulated minute, the
+ratio to the task's sequential reference row, the best at equal proposals (every row of a task
+has the same budget), the held-out score (prompt tasks: bench_quality.heldout_score; program
+tasks: the task's held-out evaluator), both paired by seed against the reference (mean
+difference, standard error, seeds), and the task's record beside its scores. Seeds differ far
+more than rows do, so only the paired differences can show a difference of a point; beside each
+the seeds it would take for a standard error of 0.004 at the spread seen is printed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import tomllib
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from engine.config import SimConfig
+from engine.runner import SetupError
+from engine.tasks.loader import load_any_task
+from engine.tasks.prompt_task import TaskError
+from evotui import bench, bench_bestofn, bench_peers, bench_quality, scratch
+from evotui import peers as peers_mod
+from evotui.bench_modes import MODES
+from evotui.bench_suite_report import summarise, table
+from evotui.peers.sim_endpoint import SimEndpointError
+
+SUITES_FILE = Path(__file__).with_name("bench_suites.toml")
+BEST_OF_N = "best-of-n"
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class SuiteTask(_Strict):
+    name: str
+    proposals: int = Field(ge=1)
+    rows: list[str] = Field(min_length=1)
+    reference: str = "sync"
+    """The sequential row every other row of the task is compared with (ratio, paired scores)."""
+
+
+class Suite(_Strict):
+    description: str
+    profile: Literal["vllm", "api"] = "vllm"
+    time_scale: float | None = Field(None, gt=0)
+    zero_latency: bool = False
+    """An instant backend (bench.ZERO_LATENCY_SCALE): the code path in seconds, no figures."""
+    seeds: int = Field(ge=1)
+    tasks: list[SuiteTask] = Field(min_length=1)
+
+
+class Record(_Strict):
+    value: float
+    by: str
+
+
+class SuiteFile(_Strict):
+    suite: dict[str, Suite]
+    record: dict[str, Record] = Field(default_factory=dict)
+
+
+class SuiteError(ValueError):
+    """A suite that cannot run as declared (the message says what to change)."""
+
+
+def load(name: str) -> tuple[str, Suite, dict[str, Record]]:
+    """The suite called `name` in bench_suites.toml, or one of another file: FILE.toml:NAME (or
+    FILE.toml when the file declares a single suite). SuiteError says what is wrong."""
+    path, _, wanted = (name.partition(":") if ".toml" in name else (str(SUITES_FILE), "", name))
+    try:
+        data = SuiteFile.model_validate(tomllib.loads(Path(path).read_text()))
+    except OSError as exc:
+        raise SuiteError(f"cannot read the suite file {path}: {exc.strerror}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise SuiteError(f"{path} is not valid TOML: {exc}") from None
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        raise SuiteError(f"{path}: {'.'.join(map(str, first['loc']))}: {first['msg']}") from None
+    if not wanted and len(data.suite) == 1:
+        wanted = next(iter(data.suite))
+    if wanted not in data.suite:
+        raise SuiteError(f"no suite {wanted!r} in {path}; suites are {', '.join(data.suite)}")
+    return wanted, data.suite[wanted], data.record
+
+
+def check(suite: Suite) -> list[tuple[SuiteTask, str]]:
+    """Every (task, row) is runnable: known rows, peers of the task's kind, the reference among the
+    rows. Returns the peer rows whose package is not installed (they are skipped, not failed)."""
+    missing = []
+    for t in suite.tasks:
+        try:
+            kind = load_any_task(t.name).kind
+        except TaskError as exc:
+            raise SuiteError(f"task {t.name!r}: {exc}") from None
+        if t.reference not in t.rows:
+            raise SuiteError(f"task {t.name}: the reference row {t.reference!r} is not among its rows {t.rows}")
+        for row in t.rows:
+            if row in MODES or row == BEST_OF_N:
+                continue
+            peer = peers_mod.PEERS.get(row)
+            if peer is None:
+                raise SuiteError(f"task {t.name}: unknown row {row!r}; rows are evotui's modes ({', '.join(MODES)}), "
+                                 f"{BEST_OF_N}, or a peer ({', '.join(peers_mod.PEERS)})")
+            if peer.kind != kind:
+                raise SuiteError(f"task {t.name} is a {kind} task; peer row {row} runs {peer.kind} tasks")
+            if not peers_mod.installed(peer):
+                missing.append((t, row))
+    return missing
+
+
+async def run_row(task: SuiteTask, row: str, seed: int, suite: Suite, time_scale: float | None, db: Path) -> dict:
+    if row in peers_mod.PEERS:  # the real library, against a fresh sim-server on loopback
+        scale = time_scale if time_scale is not None else SimConfig().time_scale
+        got = await asyncio.to_thread(bench_peers.run_peer, peers_mod.PEERS[row], task.name, seed, suite.profile,
+                                      task.proposals, scale, program_heldout=True)
+    else:
+        extra = bench_bestofn.layer() if row == BEST_OF_N else None
+        got = await bench.run_one(task.name, "sync" if row == BEST_OF_N else row, seed, suite.profile, task.proposals,
+                                  time_scale, db, extra, program_heldout=True)
+    got["mode"] = row
+    return got
+
+
+async def run_suite(suite: Suite, seeds: int, skip: set[tuple[str, str]], log) -> dict[str, dict[str, list[dict]]]:
+    """{task: {row: [one result per seed]}}; seeds outermost, so machine drift hits every row alike."""
+    time_scale = bench.ZERO_LATENCY_SCALE if suite.zero_latency else suite.time_scale
+    results: dict[str, dict[str, list[dict]]] = {t.name: {r: [] for r in t.rows if (t.name, r) not in skip}
+                                                 for t in suite.tasks}
+    with scratch.directory("evotui-bench-suite-") as tmp:
+        for seed in range(seeds):
+            for t in suite.tasks:
+                for row in results[t.name]:
+                    db = Path(tmp) / f"{t.name}-{row}-{seed}.db"
+                    try:
+                        got = await run_row(t, row, seed, suite, time_scale, db)
+                    except (bench_peers.PeerFailed, SimEndpointError) as exc:
+                        log(f"evotui: warning: {t.name} row {row} seed {seed} failed: {exc}")
+                        continue
+                    results[t.name][row].append(got)
+                    log(f"  {t.name:15} {row:14} seed {seed}: {got['evaluated']} evaluated, best "
+                        f"{_fmt(got['best_score'])}, held {_fmt(got['heldout_score'])}")
+    return results
+
+
+def _fmt(v: float | None) -> str:
+    return "-" if v is None else f"{v:.3f}"
+
+
+def add_flags(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("suite (`evotui bench --suite ci`; suites in evotui/bench_suites.toml)")
+    g.add_argument("--suite", metavar="NAME", help="run a declared suite: ci, prompt, program, quick, or FILE.toml[:NAME]")
+    g.add_argument("--suite-seeds", type=int, metavar="N", help="seeds per row (default: the suite's)")
+    g.add_argument("--suite-tasks", metavar="A,B", help="only these tasks of the suite")
+
+
+def main(args: argparse.Namespace) -> int:
+    def log(line: str) -> None:
+        if not args.json:
+            print(line, file=sys.stderr, flush=True)
+
+    try:
+        name, suite, records = load(args.suite)
+        if args.suite_tasks:
+            wanted = [t.strip() for t in args.suite_tasks.split(",") if t.strip()]
+            unknown = [t for t in wanted if t not in {st.name for st in suite.tasks}]
+            if unknown or not wanted:
+                raise SuiteError(f"--suite-tasks: {', '.join(unknown) or 'nothing'} not in suite {name} "
+                                 f"(its tasks: {', '.join(t.name for t in suite.tasks)})")
+            suite = suite.model_copy(update={"tasks": [t for t in suite.tasks if t.name in wanted]})
+        if args.suite_seeds is not None and args.suite_seeds < 1:
+            raise SuiteError("--suite-seeds must be at least 1")
+        missing = check(suite)
+    except SuiteError as exc:
+        print(f"evotui: error: {exc}", file=sys.stderr)
+        return 2
+    for t, row in missing:  # one line each; the rest of the suite runs
+        print(f"evotui: note: {t.name} row {row} skipped: {peers_mod.PEERS[row].package} is not installed "
+              "(pip install -e '.[peers]')", file=sys.stderr)
+    seeds = args.suite_seeds or suite.seeds
+    try:
+        results = asyncio.run(run_suite(suite, seeds, {(t.name, r) for t, r in missing}, log))
+    except SetupError as exc:
+        print(f"evotui: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    rows = summarise(name, suite, results, records)
+    if args.out is not None:
+        args.out.write_text(json.dumps(rows, indent=1))
+    if args.json:
+        for r in rows:
+            print(json.dumps({k: v for k, v in r.items() if k != "runs"}))
+    else:
+        print(table(name, suite, rows, seeds))
+    return 0
+
