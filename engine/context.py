@@ -20,6 +20,7 @@ from engine.pool import Pool
 from engine.run_state import ChainState, MergeState, ProgramCounters, RunState, Tally
 from engine.selection.pareto import MinibatchSampler, restore_rng, rng_state
 from engine.selection.val_order import ValidationOrder
+from engine.steering.state import SteeringState
 from engine.store.store import Store
 from engine.tasks.prompt_task import PromptTask
 
@@ -96,6 +97,8 @@ class RunContext:
     """The only writer of the pool (engine/ledger.py); set by the task's stage handlers."""
     setup_warnings: list[str] = field(default_factory=list)
     """Found while setting the run up (an endpoint's preflight notices); front ends print them once."""
+    steering: SteeringState = field(default_factory=SteeringState)
+    """The operator's guidance, pins and bans (engine/steering/); a resume replays its rows."""
 
     def elapsed(self) -> float:
         return time.monotonic() - self.started_mono

@@ -27,6 +27,7 @@ from engine.run_setup import (SetupError, build_context, check_combination, cons
                               restore_stored_run)
 from engine.run_summary import run_summary
 from engine.snapshot import EngineSnapshot, build_snapshot
+from engine.steering import live as steering
 from engine.run_lease import keep_lease, mark_interrupted, release_quietly, remove_db_files
 from engine.store.lease import Lease
 from engine.store.store import StoreError
@@ -186,6 +187,7 @@ class EngineRun:
             await release_quietly(store, held)
             raise
         backlog = restore_stored_run(ctx, await store.load_run(run_id))
+        await steering.load(ctx)  # the operator's guidance, pins and bans carry on
         try:
             run = await construct_run(cls, ctx, db_path, sim_state, resumed=True, backlog=backlog)
         except SetupError:

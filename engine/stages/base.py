@@ -15,6 +15,7 @@ from engine.pipeline.modes import mode_named
 from engine.pipeline.spec import Spawn, StageSpec
 from engine.pool import Artifact
 from engine.selection import merge
+from engine.steering import live as steering
 from engine.stages.strategy_stages import (KindEnv, ended, fresh_notes, guidance_keys, stage_specs, strategy_calls,
                                            with_guidance)
 from engine.strategy.protocols import Pick, Strategy
@@ -47,7 +48,9 @@ class KindHandlers:
         raise NotImplementedError
 
     def pick_parent(self) -> Pick:
-        return self.strategy.selector.pick(self.ctx.pool, self.instances, self.ctx.rng)
+        # The operator's pin and bans (engine/steering/) apply to every strategy's pick here.
+        return steering.steered_pick(self.ctx, lambda: self.strategy.selector.pick(self.ctx.pool, self.instances,
+                                                                                   self.ctx.rng))
 
     @staticmethod
     def artifact_meta(item: WorkItem) -> dict:
@@ -72,7 +75,8 @@ class KindHandlers:
         """The proposal request and the strategy stages' guidance for this item, stale notes
         first put through the staleness policy."""
         await fresh_notes(self.strategy.stages, item, self.strategy_env, self.recorder, self.child_score)
-        return with_guidance(messages, item, guidance_keys(self.strategy.stages))
+        messages = with_guidance(messages, item, guidance_keys(self.strategy.stages))
+        return steering.with_operator_guidance(self.ctx, messages, item)  # "## Guidance from the operator"
 
     def child_score(self, item: WorkItem) -> float | None:
         """An evaluated candidate's score, for the strategy's stages after evaluation."""
