@@ -19,6 +19,7 @@ import time
 from typing import TYPE_CHECKING, Any, Callable
 
 from engine import events as ev
+from engine.pipeline.modes import mode_named
 from engine.pool import is_confirmed, is_live
 from engine.steering.acts import OPERATOR_ACTS, Act, SteerError
 from engine.steering.state import SteeringState
@@ -42,6 +43,10 @@ def take(ctx: RunContext, req: dict[str, Any], by: str) -> Act:
         raise SteerError(f"unknown requester {by!r}")
     if req.get("act") not in OPERATOR_ACTS:
         raise SteerError(f"unknown steering act {req.get('act')!r}; one of {', '.join(OPERATOR_ACTS)}")
+    mode = mode_named(ctx.config.pipeline.mode)
+    if req["act"] in ("pin", "ban") and mode.chains:
+        raise SteerError(f"mode {mode.name} starts every step from the chain's shared head, so a pin or ban has no "
+                         "parent pick to change; they apply to modes async, sync and pxn (guidance works in all)")
     fields = ctx.steering.check(req, ctx.pool)
     act = Act(act_id=ctx.steering.next_id, act=str(req["act"]), by=by, **fields)
     record(ctx, act)
