@@ -20,6 +20,13 @@ reply `{"ok": true, "result": ...}` or `{"ok": false, "error": "..."}`. Commands
   edit_component component text [reason]  hot-swap: the active artifact with that component's new text is
                                         validated, committed through the ledger (a new component version)
                                         and made active (engine/hot_swap.py); a frozen component is refused
+  steering                              what steering is in force: guidance (with proposals left), pin, bans,
+                                        re-evaluations not done, and the run's operator acts (engine/steering/)
+  steer act [target] [text] [count] [heldout] [examples] [by]
+                                        one steering act: guide text [count] | unguide [target] | pin target
+                                        [count] | unpin | ban target | unban target | reeval target heldout|examples;
+                                        audited (a steering row, `by` default "control"), committed to the
+                                        database before the reply; returns {"acts": [...], "lines": [...], "state"}
 
 The socket file is mode 0600 (same user only) and removed when the run ends. Never imports textual.
 """
@@ -35,6 +42,9 @@ from types import MappingProxyType
 from typing import Any, Mapping
 
 from engine.snapshot import EngineSnapshot, LLMSnapshot, StageSnapshot
+from engine.steering import SteerError
+from engine.steering import live as steering
+from engine.store.errors import StoreError
 
 # Linux sun_path holds 108 bytes including the terminating NUL.
 MAX_SOCKET_PATH = 107
@@ -159,6 +169,13 @@ class ControlServer:
             req = json.loads(line)
         except ValueError:
             return self.handle_line(line)
+        if isinstance(req, dict) and req.get("cmd") == "steer":
+            try:
+                return {"ok": True, "result": await steer(self.run, req, str(req.get("by") or "control"))}
+            except (SteerError, StoreError) as exc:
+                return {"ok": False, "error": str(exc)}
+            except Exception as exc:  # noqa: BLE001 - a bad request must not end the run; report it
+                return {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
         if not isinstance(req, dict) or req.get("cmd") != "edit_component":
             return self.handle_line(line)
         from engine.hot_swap import HotSwapError, hot_swap
@@ -203,12 +220,36 @@ def apply_command(run, req: dict) -> Any:
         run.set_speculation(bool(req["on"]))
     elif cmd == "restore":
         return _restore(run, str(req["artifact_id"]), str(req.get("reason") or ""))
+    elif cmd == "steering":
+        return steering_status(run)
+    elif cmd == "steer":
+        raise ControlError("steer commits its act before replying: send it through the control socket, or await "
+                           "evotui.control.steer in the driving process")
     elif cmd == "edit_component":
         raise ControlError("edit_component validates the edit before committing it: send it through the control "
                            "socket (ControlServer.handle_request awaits it)")
     else:
         raise ControlError(f"unknown command {cmd!r}")
     return run.snapshot().state
+
+
+STEER_FIELDS = ("act", "target", "text", "count", "heldout", "examples")
+
+
+async def steer(run, req: dict, by: str) -> dict:
+    """One steering act on the live run (socket and TUI alike): checked, recorded, for a
+    re-evaluation also carried out, and committed to the database before this returns, so an act
+    the caller was told about survives a kill -9. SteerError (one line) when refused."""
+    done = await steering.take_and_finish(run.ctx, {k: req.get(k) for k in STEER_FIELDS}, by)
+    await run.ctx.store.flush()
+    return {"acts": [a.to_dict() for a in done], "lines": [a.describe() for a in done],
+            "state": run.ctx.steering.view()}
+
+
+def steering_status(run) -> dict:
+    """What is in force and the operator's acts so far (the engine's own `use` rows left out)."""
+    acts = [a.to_dict() | {"line": a.describe()} for a in run.ctx.steering.acts if a.act != "use"]
+    return {**run.ctx.steering.view(), "history": acts}
 
 
 def _restore(run, artifact_id: str, reason: str) -> dict:

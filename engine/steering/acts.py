@@ -53,7 +53,7 @@ class Act:
                 "detail_json": json.dumps(self.detail, sort_keys=True), "created_at": self.created_at}
 
     @classmethod
-    def from_row(cls, row: dict[str, Any]) -> "Act":
+    def from_row(cls, row: dict[str, Any]) -> Act:
         """From store.fetch_rows("steering", ...) (detail_json already decoded to `detail`)."""
         return cls(act_id=int(row["act_id"]), act=str(row["act"]), by=str(row["by"]), target=row.get("target"),
                    text=row.get("text"), count=row.get("count"), item_id=row.get("item_id"),

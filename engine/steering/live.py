@@ -16,11 +16,13 @@
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from engine import events as ev
 from engine.pipeline.modes import mode_named
 from engine.pool import is_confirmed, is_live
+from engine.steering import reeval
 from engine.steering.acts import OPERATOR_ACTS, Act, SteerError
 from engine.steering.state import SteeringState
 from engine.strategy.protocols import Pick
@@ -33,6 +35,8 @@ HEADING = "## Guidance from the operator"
 NOTE_KEY = "operator_guidance"
 """The item's note (and so the committed child's meta["notes"]) that names the guidance it was
 shown: the lineage screen's notes panel and the EvoTrace export carry it."""
+INTRO = ("The person running this search asks the next proposals to follow this guidance (it outranks the "
+         "other hints; the output format stays as asked above):")
 REPICKS = 8
 BYS = ("cli", "tui", "control", "python", "test")
 
@@ -48,9 +52,28 @@ def take(ctx: RunContext, req: dict[str, Any], by: str) -> Act:
         raise SteerError(f"mode {mode.name} starts every step from the chain's shared head, so a pin or ban has no "
                          "parent pick to change; they apply to modes async, sync and pxn (guidance works in all)")
     fields = ctx.steering.check(req, ctx.pool)
+    if req["act"] == "reeval":
+        reeval.check_possible(ctx, fields, str(fields["target"]))
     act = Act(act_id=ctx.steering.next_id, act=str(req["act"]), by=by, **fields)
     record(ctx, act)
     return act
+
+
+async def take_and_finish(ctx: RunContext, req: dict[str, Any], by: str) -> list[Act]:
+    """take(), and for a re-evaluation also run it: [the request, its `reevaluated` result]. A
+    re-evaluation that fails is recorded too (detail "error") and then raised as SteerError."""
+    act = take(ctx, req, by)
+    if act.act != "reeval":
+        return [act]
+    try:
+        detail = await reeval.reevaluate(ctx, act)
+    except SteerError as exc:
+        record(ctx, Act(act_id=ctx.steering.next_id, act="reevaluated", by="engine", target=act.target,
+                        detail={"request": act.act_id, "error": str(exc), "summary": f"failed: {exc}"}))
+        raise
+    done = Act(act_id=ctx.steering.next_id, act="reevaluated", by="engine", target=act.target, detail=detail)
+    record(ctx, done)
+    return [act, done]
 
 
 def record(ctx: RunContext, act: Act) -> None:
@@ -88,8 +111,7 @@ def with_operator_guidance(ctx: RunContext, messages: list[dict], item: WorkItem
 def append_section(messages: list[dict], guidance: dict[int, str]) -> list[dict]:
     """The last user message with the guidance appended, each line quoted so a fenced block in
     it never passes for the text to improve (the builders' contracts find that by its fence)."""
-    parts = ["", HEADING, "The person running this search asks the next proposals to follow this guidance "
-             "(it outranks the other hints; the output format stays as asked above):"]
+    parts = ["", HEADING, INTRO]
     for gid, text in guidance.items():
         parts.append(f"### #{gid}\n" + "\n".join(f"> {line}" for line in text.splitlines()))
     last = max(i for i, m in enumerate(messages) if m.get("role") == "user")

@@ -7,8 +7,9 @@ proposals left, as the run had when it stopped.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any
 
 from engine.pool import Pool, is_confirmed, is_live
 from engine.steering.acts import Act, SteerError, guidance_text, positive_count
