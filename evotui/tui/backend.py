@@ -193,10 +193,13 @@ class LiveBackend(Backend):
             llm.append(LLMStat(s.endpoint, s.in_flight, s.calls, s.errors, s.retries,
                                percentile(lat, 50), percentile(lat, 95), tok[0], tok[1]))
         cfg = self.run.ctx.config
+        meter = self.run.ctx.budget.meter
+        evaluator = self.run.orchestrator.handlers.figures().get("evaluator") or {}
         return Frame(snap=snap, llm=tuple(llm), decisions=tuple(self._decisions),
                      time_scale=cfg.sim.time_scale if cfg.uses_sim else 1.0, source=self.source,
                      can_control=True, finished=self.finished, history=self.history,
-                     history_rev=self.history.revision, history_now=round(self.feed.now, 1))
+                     history_rev=self.history.revision, history_now=round(self.feed.now, 1),
+                     spend=meter.figures() if meter is not None else None, gpu=evaluator.get("gpu_slots"))
 
     def poll(self) -> list[str]:
         lines = []

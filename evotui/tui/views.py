@@ -106,6 +106,10 @@ class Frame:
     """Run time (s) where the plots' time axes end (held while paused or finished)."""
     paused_s: float = 0.0
     """Run seconds the view saw the run paused (counted when it resumes); rates leave them out."""
+    spend: Mapping[str, Any] | None = None
+    """SpendMeter.figures(): dollars and GPU-seconds in total and per stage, model and endpoint."""
+    gpu: Mapping[str, Any] | None = None
+    """GpuSlots.figures() when evaluations lease GPU slots ({"note": ...} when none were found)."""
 
     @property
     def sim_minutes(self) -> float:

@@ -54,6 +54,17 @@ def frozen_history() -> RunHistory:
     return h
 
 
+FROZEN_SPEND = {
+    "usd": 0.3102, "gpu_hours": 0.0125,
+    "by_stage": {"reflect": {"calls": 23, "usd": 0.3102, "gpu_s": 0.0}, "rollout": {"calls": 610, "usd": 0.0, "gpu_s": 45.0}},
+    "by_model": {"gpt-4.1-mini": {"calls": 23, "usd": 0.3102, "gpu_s": 0.0},
+                 "Qwen/Qwen3-8B": {"calls": 610, "usd": 0.0, "gpu_s": 45.0}},
+    "by_endpoint": {}, "unpriced_models": []}
+"""Spend of the frozen run: a hosted reflection model in dollars, a local task model in GPU time."""
+FROZEN_GPU = {"gpus": ["0", "1"], "vendor": "cuda", "per_gpu": 2, "slots": 4, "busy": 3, "by_gpu": {"0": 2, "1": 1},
+              "memory_fraction": None, "leases": 57}
+
+
 class FrozenBackend(Backend):
     source = "frozen"
     can_control = False
@@ -71,7 +82,7 @@ class FrozenBackend(Backend):
             llm=(LLMStat("task", 12, 610, 2, 3, 0.84, 2.91, 52000, 700000), LLMStat("reflection", 2, 23, 0, 0, 4.2, 9.8, 6000, 60000)),
             decisions=("i000031 propose gap 3 -> discard", "i000029 review@evaluate -> approve"),
             time_scale=400.0, source=self.source, can_control=self.can_control, history=self.history,
-            history_rev=self.history.revision, history_now=1.5)
+            history_rev=self.history.revision, history_now=1.5, spend=FROZEN_SPEND, gpu=FROZEN_GPU)
 
     def poll(self) -> list[str]:
         if self._polled:

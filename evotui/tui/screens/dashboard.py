@@ -21,9 +21,10 @@ from evotui.tui.widgets.panels import (
     ScoresPanel,
 )
 from evotui.tui.widgets.plots import HistoryPlot
+from evotui.tui.widgets.spend import SpendPanel
 
 PANES = (("overview", "Overview"), ("scores-tab", "Scores"), ("queues-tab", "Queues & gaps"),
-         ("llm-tab", "LLM"), ("budget-tab", "Budget"))
+         ("llm-tab", "LLM"), ("budget-tab", "Budget & spend"))
 """(pane id, tab label) in tab order."""
 
 
@@ -34,7 +35,9 @@ class DashboardScreen(EvoScreen):
 Tabs: **Overview** (queues with depth/capacity, busy/workers, rate, **BP** = backpressure; scores;
 on wide terminals gaps, budget and LLM; the event log), **Scores** (best and mean score, proposals
 per minute), **Queues & gaps** (queue depth per stage, version-gap histogram), **LLM** (calls and
-tokens per minute, latency p50/p95), **Budget**. **]** / **[** switch tabs. The log follows new
+tokens per minute, latency p50/p95), **Budget & spend** (each limit's use; dollars and GPU-hours
+per stage and model against `--max-usd` / `--max-gpu-hours`; GPU slots busy per GPU, also a line
+under Queues when evaluations lease GPU slots). **]** / **[** switch tabs. The log follows new
 lines unless you scroll up; **End** follows again. Select a stage with **w**, change its workers
 with **+**/**-**. Space pauses; **2** opens the review queue, **3** the lineage.
 """
@@ -50,7 +53,8 @@ with **+**/**-**. Space pauses; **2** opens the review queue, **3** the lineage.
                        LLMPanel(id="llm", classes="panel wide-only"),
                        GapsPanel(id="gaps-full", classes="panel"),
                        LLMPanel(id="llm-full", classes="panel", by_stage=True),
-                       BudgetPanel(id="budget-full", classes="panel"))
+                       BudgetPanel(id="budget-full", classes="panel"),
+                       SpendPanel(id="spend", classes="panel"))
         self.plots = {pane: tuple(HistoryPlot(kind, id=f"plot-{kind}-{pane}", classes="plot") for kind in kinds)
                       for pane, kinds in (("overview", ("scores", "rate", "depth")), ("scores-tab", ("scores", "rate")), ("queues-tab", ("depth", "gaps")),
                                           ("llm-tab", ("calls", "latency")))}
@@ -60,7 +64,7 @@ with **+**/**-**. Space pauses; **2** opens the review queue, **3** the lineage.
     def body(self) -> ComposeResult:
         self.log_view.max_lines = getattr(self.app, "log_lines", 500)
         self.log_view.border_title = "Events"
-        gaps, budget, llm, gaps_full, llm_full, budget_full = self.panels
+        gaps, budget, llm, gaps_full, llm_full, budget_full, spend = self.panels
         with TabbedContent(id="dash-tabs", initial="overview"):
             with TabPane("Overview", id="overview"):
                 with Grid(id="dash"):
@@ -82,8 +86,9 @@ with **+**/**-**. Space pauses; **2** opens the review queue, **3** the lineage.
                 yield llm_full
                 with Horizontal(classes="plots"):
                     yield from self.plots["llm-tab"]
-            with TabPane("Budget", id="budget-tab"):
+            with TabPane("Budget & spend", id="budget-tab"), Vertical(id="budget-box"):
                 yield budget_full
+                yield spend
 
     @property
     def active_pane(self) -> str:

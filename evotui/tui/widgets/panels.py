@@ -9,6 +9,8 @@ for a repaint without a layout pass.
 
 from __future__ import annotations
 
+from typing import Any, Mapping
+
 from textual.markup import escape
 from textual.widgets import Static
 
@@ -92,7 +94,17 @@ class QueuePanel(Panel):
             bp = " [$warning b]BP[/]" if full else ""
             lines.append(f"{mark}{st.name:<8}{st.depth:>3}/{st.capacity:<3}{st.busy:>3}/{st.workers:<3}"
                          f"{st.rate_per_s:>5.1f}{bp}")
+        if slots := slots_line(frame.gpu):
+            lines.append(slots)
         return "\n".join(lines)
+
+
+def slots_line(gpu: Mapping[str, Any] | None) -> str:
+    """`gpu slots 3/4 busy (0:2 1:1)`, or "" when evaluations lease no GPU slots."""
+    if not gpu or "slots" not in gpu:
+        return ""
+    per = " ".join(f"{d}:{n}" for d, n in (gpu.get("by_gpu") or {}).items())
+    return f"gpu slots {gpu['busy']}/{gpu['slots']} busy" + (f" ({per})" if per else "")
 
 
 class GapsPanel(Panel):
