@@ -68,6 +68,9 @@ class SimConfig(StrictModel):
     """Sequences decoded at once; later requests wait (vLLM's max_num_seqs)."""
     vllm_prefill_tok_s: float = Field(default=15000.0, gt=0)
     """Prompt processing speed, used for time-to-first-token."""
+    vllm_prefill_shares_compute: bool = False
+    """Decoding pauses while a prompt is prefilled (a CPU server such as llama.cpp computes both on
+    the same cores); False: prefill and decode proceed side by side (a GPU server)."""
     vllm_kv_cache_tokens: int | None = Field(default=340_000, gt=0)
     """Tokens the KV cache holds (Qwen3-8B bf16 on one 80 GB H100 at gpu_memory_utilization 0.9:
     about 47 GiB left for the cache after weights and activations, at 144 KiB per token =
@@ -79,6 +82,11 @@ class SimConfig(StrictModel):
     """Per-request decode speed of the api profile (independent of load)."""
     api_max_concurrency: int = Field(default=64, gt=0)
     """Concurrent requests the api profile accepts before answering 429."""
+    api_tokens_per_minute: int | None = Field(default=None, gt=0)
+    """api profile: the account's tokens-per-minute limit (prompt + completion tokens, a bucket
+    refilled continuously); a request it cannot cover gets 429 with Retry-After. None: no limit."""
+    api_requests_per_minute: int | None = Field(default=None, gt=0)
+    """api profile: requests-per-minute limit, enforced the same way. None: no limit."""
     lengths: dict[str, LengthDist] = Field(default_factory=_default_lengths)
     """Per-stage output length distributions (stage taken from the X-Evotui-Stage header);
     stages not named keep their defaults."""
