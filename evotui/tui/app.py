@@ -26,9 +26,11 @@ from evotui.tui.screens.help import HelpScreen, InterruptScreen
 from evotui.tui.screens.islands import IslandsScreen
 from evotui.tui.screens.lineage import LineageScreen
 from evotui.tui.screens.review import ReviewScreen
+from evotui.tui.screens.steer import SteerScreen, candidate_of
 from evotui.tui.settings import UISettings
 
-CONTROL_ACTIONS = {"toggle_pause", "drain", "workers", "toggle_policy", "toggle_gate", "toggle_speculation", "next_stage"}
+CONTROL_ACTIONS = {"toggle_pause", "drain", "workers", "toggle_policy", "toggle_gate", "toggle_speculation", "next_stage",
+                   "steer"}
 
 
 class EvoApp(App):
@@ -229,6 +231,10 @@ class EvoApp(App):
         if frame is not None:
             on = not frame.snap.speculation
             await self.control("set_speculation", done=f"Speculation: {'on' if on else 'off'}", on=on)
+
+    def action_steer(self) -> None:
+        if not isinstance(self.screen, SteerScreen):
+            self.push_screen(SteerScreen(candidate_of(self.screen, self.backend)))  # evotui/tui/screens/steer.py
 
     def action_toggle_help(self) -> None:
         if not isinstance(self.screen, (HelpScreen, InterruptScreen)):

@@ -32,6 +32,8 @@ APP_BINDINGS = [
             tooltip="Review proposals before commit on/off"),
     Binding("x", "toggle_speculation", "Speculation", id="speculation", show=False,
             tooltip="Speculative evaluation on/off"),
+    Binding("g", "steer", "Steer", id="steer", show=False,
+            tooltip="Steer: guidance for the proposer; pin, ban, re-evaluate or branch from a candidate"),
     Binding("f1", "toggle_help", "Help", id="help",
             tooltip="evotui help: this screen's panels, every key, how to steer and how to leave"),
     Binding("ctrl+c", "interrupt", "Interrupt", id="interrupt", show=False,
