@@ -10,10 +10,11 @@ from __future__ import annotations
 
 from engine.llm.sim.plugins import SimBehaviour
 from engine.tasks.agentworld_sim import AgentWorldBehaviour
+from engine.tasks.overrideworld_sim import OverrideWorldBehaviour
 from engine.tasks.ruleworld_sim import RuleWorldBehaviour
 
 
 def all_behaviours() -> tuple[SimBehaviour, ...]:
     """Every built-in task's plug-in, in the order the simulator asks them (the agent-tools
-    reflector first: the rules reflector answers any fenced block with feedback)."""
-    return (AgentWorldBehaviour(), RuleWorldBehaviour())
+    and overrides reflectors first: the rules reflector answers any fenced block with feedback)."""
+    return (AgentWorldBehaviour(), OverrideWorldBehaviour(), RuleWorldBehaviour())
