@@ -23,9 +23,10 @@ from engine.run_state import artifact_from_row, change_from_row
 from engine.snapshot import EngineSnapshot, StoredRun, build_snapshot
 from engine.store.store import Store, StoreError
 from evotui.control import ControlClient, ControlError, snapshot_from_dict, socket_path
+from evotui.tui.attach_rows import RowFeed
 from evotui.tui.backend import READ_ONLY, ArtifactView, Backend, BackendError, Frame, LLMStat, analysis_of, provenance
 from evotui.tui.caches import Cached, IslandsCache
-from evotui.tui.log_lines import rounded
+from evotui.tui.views import ReviewEvidence, percentile
 
 POLL_S = 1.0
 
@@ -50,6 +51,9 @@ class AttachBackend(Backend):
         self._lines: list[str] = []
         self._task: asyncio.Task | None = None
         self.reader: HistoryReader | None = None
+        self.rows: RowFeed | None = None
+        """The log, latencies, spend and evidence read from the rows (backfilled at start)."""
+        self._evidence: dict[str, ReviewEvidence] = {}
         self.feed: SnapshotFeed | None = None
         self.problem = ""
         self._islands = IslandsCache()
@@ -81,6 +85,8 @@ class AttachBackend(Backend):
         self.reader = await open_reader(self.db_path, self.run_id)
         if self.reader is not None:
             self.feed = SnapshotFeed(self.reader.history)
+            stored = await self.store.fetch_rows("runs", self.run_id)
+            self.rows = RowFeed(self.reader.conn, self.run_id, (stored[0].get("config") or {}) if stored else {})
         client = ControlClient(socket_path(self.db_path, self.run_id))
         if await client.connect():
             self.client = client
@@ -110,15 +116,8 @@ class AttachBackend(Backend):
         arts = await self.store.fetch_rows("artifacts", self.run_id)
         reviews = await self.store.fetch_rows("reviews", self.run_id)
         notes = {r["item_id"]: f"{r['decision']} at {r['gate']}" for r in reviews}
-        for r in reviews[self._reviews_seen:]:
-            self._lines.append(f"{time.strftime('%H:%M:%S', time.localtime(r['created_at']))} review_decided "
-                               f"item_id={r['item_id']} gate={r['gate']} decision={r['decision']}")
-        self._reviews_seen = len(reviews)
-        known = {a.artifact_id for a in self._artifacts}
-        for a in arts:
-            if a["artifact_id"] not in known and self._artifacts:
-                self._lines.append(f"{time.strftime('%H:%M:%S', time.localtime(a['created_at']))} candidate_accepted "
-                                   f"artifact_id={a['artifact_id']} val_mean={rounded(a['val_mean'])}")
+        if self.rows is not None:
+            self._lines.extend(await self.rows.read())
         self._artifact_rows, self._pool_events = arts, events
         self._artifacts = [
             ArtifactView(a["artifact_id"], (a["parent_ids"] or [None])[0], a["created_version"], a["status"],
@@ -138,6 +137,12 @@ class AttachBackend(Backend):
                 self._lines.append(f"control: {exc}; now read-only")
                 self._live, self._pending = None, []
                 await self.client.close()
+        if self.rows is not None:
+            scores = {a.artifact_id: a.score for a in self._artifacts}
+            for p in self._pending:
+                ev = await self.rows.evidence(p.item_id, scores.get(p.parent_id))
+                if ev is not None:
+                    self._evidence[p.item_id] = ev
 
     def _db_snapshot(self) -> EngineSnapshot:
         """Without the control socket: the snapshot of what the database holds, made by the same
@@ -155,13 +160,33 @@ class AttachBackend(Backend):
             self.feed.observe(snap, mean, idle=idle or snap.state == "paused")
         config = self._row.get("config") or {}
         scale = float((config.get("sim") or {}).get("time_scale", 1.0)) if snap.simulated else 1.0
-        llm = tuple(LLMStat(s.endpoint, s.in_flight, s.calls, s.errors, s.retries, None, None,
-                            snap.prompt_tokens if len(snap.llm) == 1 else 0,
-                            snap.completion_tokens if len(snap.llm) == 1 else 0) for s in snap.llm)
         status = str(self._row.get("status", ""))
-        return Frame(snap=snap, llm=llm, decisions=(), time_scale=scale, source=self.source,
-                     can_control=self.can_control, finished="" if status == "running" else status,
-                     **self._history_fields())
+        rows = self.rows
+        summary = self._row.get("summary") or {}
+        return Frame(snap=snap, llm=self._llm(snap), decisions=tuple(rows.decisions) if rows else (), time_scale=scale,
+                     source=self.source, can_control=self.can_control, finished="" if status == "running" else status,
+                     spend=rows.meter.figures() if rows is not None and rows.meter is not None else None,
+                     gpu=(summary.get("evaluator") or {}).get("gpu_slots"), **self._history_fields())
+
+    def _llm(self, snap: EngineSnapshot) -> tuple[LLMStat, ...]:
+        """Each endpoint's figures: live counts from the snapshot (the database's without the
+        socket), latencies and tokens from the stored calls."""
+        rows = self.rows
+        if rows is None:
+            return tuple(LLMStat(s.endpoint, s.in_flight, s.calls, s.errors, s.retries, None, None, 0, 0) for s in snap.llm)
+
+        def stat(endpoint: str, in_flight: int, calls: int, errors: int, retries: int) -> LLMStat:
+            lat = list(rows.latency.get(endpoint, ()))
+            tok = rows.tokens.get(endpoint, [0, 0])
+            return LLMStat(endpoint, in_flight, calls, errors, retries, percentile(lat, 50), percentile(lat, 95),
+                           tok[0], tok[1])
+
+        if self._live is not None and snap.llm:  # the driver's endpoints, with in-flight counts and retries
+            return tuple(stat(s.endpoint, s.in_flight, s.calls, s.errors, s.retries) for s in snap.llm)
+        return tuple(stat(name, 0, n, err, 0) for name, (n, err) in sorted(rows.calls.items()))
+
+    def evidence(self, item_id: str) -> ReviewEvidence | None:
+        return self._evidence.get(item_id)
 
     def _history_fields(self) -> dict[str, Any]:
         if self.feed is None:

@@ -27,6 +27,8 @@ from engine.run_admin import AdminError, restore_with
 from engine.run_analysis import RunAnalysis, analyze_run
 from engine.store.store import Store, StoreError
 from engine.trace.errors import TraceError
+from engine.items import current_item
+from evotui.tui.attach_rows import evidence_from, rationale_of
 from evotui.tui.caches import Cached, IslandsCache
 from evotui.tui.log_lines import decision_line, event_line
 from evotui.tui.views import ArtifactView, Frame, LLMStat, ReviewEvidence, percentile, provenance
@@ -146,6 +148,8 @@ class LiveBackend(Backend):
         self._rejected: dict[str, ArtifactView] = {}
         self._parents: dict[str, str] = {}
         self._staleness: dict[str, list[str]] = {}
+        self._rationale: dict[str, str] = {}
+        """Item -> its proposer's reasoning (the reply outside the code block), for the review gate."""
         self._mean_cache: tuple[int, float | None] = (-1, None)
         self._islands = IslandsCache()
         self._components = Cached()
@@ -157,6 +161,11 @@ class LiveBackend(Backend):
         forward = sink.target
 
         def record(rec) -> None:
+            item = current_item.get()
+            if rec.stage == "propose" and rec.response and item:
+                if len(self._rationale) > 5000:  # items that ended long ago
+                    self._rationale.pop(next(iter(self._rationale)))
+                self._rationale[item] = rationale_of(rec.response)
             self.history.add_call(time.time() - self.history.start, rec.latency_s,
                                   rec.prompt_tokens + rec.completion_tokens)
             self._latency.setdefault(rec.endpoint, deque(maxlen=500)).append(rec.latency_s)
@@ -296,17 +305,10 @@ class LiveBackend(Backend):
         if entry is None:
             return None
         item = entry[1]
-        p = item.payload
         pool = self.run.ctx.pool
         parent = pool.get(item.parent_id) if item.parent_id in pool else None
-        val = p.get("val")
-        child = p.get("score") if p.get("score") is not None else (sum(val.values()) / len(val) if val else None)
-        return ReviewEvidence(
-            child_mb=tuple(float(x) for x in p.get("child_mb") or ()),
-            parent_mb=tuple(float(x) for x in p.get("parent_mb") or ()),
-            child_score=child, parent_score=parent.val_mean if parent is not None and parent.val_scores else None,
-            gaps=dict(p.get("gaps") or {}), staleness=tuple(self._staleness.get(item_id, ())),
-            notes={str(k): str(v) for k, v in (p.get("notes") or {}).items()}, tags=dict(item.tags))
+        return evidence_from(item.payload, parent.val_mean if parent is not None and parent.val_scores else None,
+                             self._staleness.get(item_id, []), self._rationale.get(item_id, ""), dict(item.tags))
 
     async def control(self, cmd: str, **args: Any) -> Any:
         reasons = {"drain": "drain requested in the TUI", "stop": "stopped from the TUI"}

@@ -60,6 +60,8 @@ class ReviewEvidence:
     """The staleness policy's decisions for it: "stage gap N -> decision: reason"."""
     notes: Mapping[str, str] = field(default_factory=dict)
     tags: Mapping[str, Any] = field(default_factory=dict)
+    rationale: str = ""
+    """The proposer's reasoning: its reply outside the code block (what it says it changed and why)."""
 
 
 def provenance(meta: dict, parent_ids: list[str] | tuple[str, ...], review_note: str = "") -> str:

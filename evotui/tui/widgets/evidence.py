@@ -66,8 +66,10 @@ def evidence_text(item: PendingReview, ev: ReviewEvidence | None, best_id: str |
         lines.append(_field("staleness", " · ".join(f"{stage} gap {gap}" for stage, gap in ev.gaps.items())))
     if ev.tags:
         lines.append(_field("selection", tags_text(ev.tags)))
+    if ev.rationale:
+        lines.append(_field("rationale", ev.rationale))
     lines.extend(notes_lines(ev.notes))
-    if known and not ev.notes:
+    if known and not ev.notes and not ev.rationale:
         lines.append(_field("notes", Content.styled("the strategy wrote no guidance for this proposal", "$text-muted")))
     return Content("\n").join(lines)
 
