@@ -6,7 +6,8 @@ import numpy as np
 
 N = 26
 TOL = 1e-9
-REFERENCE = 2.635
+REFERENCE = 2.635983
+"""The best sum of radii known for 26 circles, reached by several systems (AlphaEvolve reported 2.635)."""
 
 
 def _load(program_path):
