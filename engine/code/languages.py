@@ -74,6 +74,8 @@ LANGUAGES: tuple[LanguageSpec, ...] = (
     LanguageSpec("matlab", (".m",), ("%",), "matlab"),
     LanguageSpec("systemverilog", (".sv", ".svh", ".v"), _C_COMMENTS, "systemverilog", aliases=("verilog", "sv")),
     LanguageSpec("wolfram", (".wl", ".wls"), ("(*",), "wolfram", aliases=("mathematica",)),
+    # A prompt evolved as a file (OpenEvolve's `language: "text"`): no markers, the whole text evolves.
+    LanguageSpec("text", (".txt",), ("#",), "text", aliases=("prompt", "plaintext")),
 )
 PYTHON = LANGUAGES[0]
 _BY_NAME = {alias: spec for spec in LANGUAGES for alias in (spec.name, *spec.aliases)}
