@@ -3,7 +3,8 @@
 Three folder formats load into the same ProgramTask:
 - native:       task.toml (kind = "program") + initial_program.py + evaluator.py
 - OpenEvolve:   initial_program.<ext> + evaluator.py (+ config.yaml; mapped keys honoured, the rest
-                listed once in ProgramTask.warnings)
+                listed once in ProgramTask.warnings); a prompt-optimisation folder has initial_prompt.txt
+                instead, a text candidate without markers (evolved whole) that the evaluator scores
 - ShinkaEvolve: initial.<ext> + evaluate.py, run as `python evaluate.py --program_path P --results_dir D`
 
 The evaluator is Python; the candidate may be another language (engine/code/languages.py): it is
@@ -38,7 +39,10 @@ NATIVE_KEYS = {"name", "kind", "description", "initial_program", "evaluator", "p
                "heldout"}
 HELDOUT_EVALUATOR = "heldout_evaluator.py"
 """The held-out evaluator a native task uses when its task.toml declares none ([heldout] evaluator)."""
-EXPECTED = ("expected task.toml (evotui), initial_program.py + evaluator.py [+ config.yaml] (OpenEvolve) "
+PROMPT_STEM = "initial_prompt"
+"""OpenEvolve's prompt-optimisation folders: initial_prompt.txt + evaluator.py, the prompt evolved whole."""
+EXPECTED = ("expected task.toml (evotui), initial_program.py + evaluator.py [+ config.yaml] (OpenEvolve; "
+            "initial_prompt.txt for a prompt) "
             "or initial.py + evaluate.py (ShinkaEvolve); the initial program may be in another language "
             "(initial_program.rs, initial.jl, ...)")
 
@@ -284,8 +288,12 @@ def load_openevolve(folder: Path) -> ProgramTask:
         except ValueError as exc:
             raise TaskError(str(exc)) from None
     mapped = map_openevolve(raw)
-    path = _pick_initial(folder, "initial_program", mapped.language, mapped.file_suffix, cfg.name)
-    language = _language_of(path, mapped.language, cfg.name)
+    # OpenEvolve's prompt-optimisation examples start from initial_prompt.txt (language "text").
+    stem = "initial_program" if _initial_files(folder, "initial_program") or not _initial_files(folder, PROMPT_STEM) \
+        else PROMPT_STEM
+    language_name = mapped.language or ("text" if stem == PROMPT_STEM else None)
+    path = _pick_initial(folder, stem, language_name, mapped.file_suffix, cfg.name)
+    language = _language_of(path, language_name, cfg.name)
     warnings: list[str] = []
     program = _read_program(path, language, warnings)
     evaluator = folder / "evaluator.py"
@@ -324,7 +332,8 @@ def detect_format(folder: Path) -> str | None:
     if (folder / "task.toml").is_file():
         return "toml"
     if (folder / "evaluator.py").is_file() and ((folder / "initial_program.py").is_file()
-                                                or _initial_files(folder, "initial_program")):
+                                                or _initial_files(folder, "initial_program")
+                                                or _initial_files(folder, PROMPT_STEM)):
         return "openevolve"
     if (folder / "evaluate.py").is_file() and ((folder / "initial.py").is_file() or _initial_files(folder, "initial")):
         return "shinka"

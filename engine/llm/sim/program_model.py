@@ -22,7 +22,7 @@ import re
 
 from engine.code.evolve_blocks import RegionError, find_regions
 from engine.code.languages import PYTHON, LanguageSpec, by_fence
-from engine.llm.sim import code_growth, directions
+from engine.llm.sim import code_growth, directions, prompt_text
 
 P_MALFORMED = 0.05
 """A SEARCH/REPLACE block without its ======= or >>>>>>> REPLACE line."""
@@ -285,6 +285,9 @@ def choose_edit(code: str, lang: LanguageSpec, fmt: str, request: str, others: l
     if fmt == "diff" and rng.random() < p_bad:
         reason, _, blocks = _broken(code, rng, lang).partition("\n")
         return reason, blocks
+    if lang.name == "text":  # a prompt evolved as a file: a prompt engineer's edits, not a coder's
+        reason, edits = prompt_text.choose_edit(code, others, rng)
+        return reason, edits
     edits, reason = None, ""
     directed = _directed_targets(code, request, lang)
     if directed and rng.random() < P_FOLLOW:  # no draw without a direction: unguided replies unchanged
