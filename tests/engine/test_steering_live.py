@@ -13,6 +13,7 @@ from engine.runner import EngineRun
 from engine.steering import SteerError
 from engine.steering import live as steering
 from engine.store.store import read_only_open
+from engine.trace.collect import collect
 
 LAYERS = [("test", {"budget": {"max_proposals": 6}, "sim": {"time_scale": 2000.0}})]
 ASYNC = [("test", {"budget": {"max_proposals": 6}, "sim": {"time_scale": 2000.0}, "pipeline": {"mode": "async"}})]
@@ -59,6 +60,17 @@ async def test_guidance_reaches_exactly_n_proposals_and_is_audited(tmp_path: Pat
     items = dict(_rows(db, "SELECT item_id, payload_json FROM items WHERE run_id = ?", run.ctx.run_id))
     assert all(f"#{act.act_id}: {TEXT}" in items[i] for i in steered)
     assert all(TEXT in m for m in notes)
+    # The EvoTrace export carries it: the proposer contexts (what a replay re-issues) and the notes.
+    store = await read_only_open(db)
+    try:
+        trace = await collect(store, run.ctx.run_id)
+    finally:
+        await store.close()
+    contexts = [c for c in trace.contexts if c["stage"] == "propose" and c["item_id"] in steered]
+    assert len({c["item_id"] for c in contexts}) == 3
+    assert all(f"> {TEXT}" in c["messages"][-1]["content"] for c in contexts)
+    noted = [c for c in trace.candidates if TEXT in str(((c["item"] or {}).get("payload") or {}).get("notes"))]
+    assert {c["item"]["item_id"] for c in noted} == set(steered)
 
 
 async def test_pin_and_ban_change_the_parents_and_survive_a_resume(tmp_path: Path) -> None:
