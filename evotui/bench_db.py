@@ -35,8 +35,7 @@ class _RunFailed(Exception):
         self.exit_code = exit_code
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("bench-db", help="database bytes per proposal with LLM texts off and on")
+def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("task", nargs="?", default="rules")
     p.add_argument("--proposals", type=int, default=60, help="proposal budget of each run (default 60)")
     p.add_argument("--seed", type=int, default=0)

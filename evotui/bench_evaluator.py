@@ -32,8 +32,7 @@ class UsageError(Exception):
     """Bad arguments or a task the benchmark cannot use; shown as one line, exit code 2."""
 
 
-def add_parser(sub) -> None:
-    p = sub.add_parser("bench-evaluator", help="evaluations per second: local sandbox vs Ray (medians)")
+def add_arguments(p) -> None:
     p.add_argument("--task", default="circle_packing", help="program task whose initial program is evaluated")
     p.add_argument("--evaluations", type=int, default=24, metavar="N", help="evaluations per timed round")
     p.add_argument("--concurrency", type=int, default=2, metavar="C", help="evaluations at once (and Ray CPUs)")

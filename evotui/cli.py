@@ -12,9 +12,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib
 import os
 import sys
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 from engine.config import ConfigError
 from engine.store.errors import StoreError
@@ -29,118 +32,126 @@ class UsageError(Exception):
     pass
 
 
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="evotui", description="Asynchronous LLM-driven evolution of programs and prompts (FlashEvolve).")
-    sub = p.add_subparsers(dest="command", metavar="COMMAND")
+@dataclass(frozen=True)
+class Command:
+    """One subcommand, declared once: its name, its `--help` line, the function adding its
+    arguments to its sub-parser and the handler it runs (args -> exit code)."""
 
-    run = sub.add_parser("run", help="start a run on a task folder or built-in task")
-    run.add_argument("task", help="task folder, or the name of a built-in task (e.g. rules)")
-    options.add_run_flags(run)
-    run.add_argument("--dry-run", action="store_true", help="print the cost estimate (`evotui estimate`) and exit")
-    _add_common(run)
+    name: str
+    help: str
+    arguments: Callable[[argparse.ArgumentParser], None]
+    handler: Callable[[argparse.Namespace], int]
+    scratch: bool = False  # its scratch databases go with it, even on SIGTERM
 
-    res = sub.add_parser("resume", help="continue an interrupted run (default: the latest in --db)")
-    res.add_argument("run_id", nargs="?", help="run id (see `evotui runs`)")
-    options.add_resume_flags(res)
-    _add_common(res)
 
-    att = sub.add_parser("attach", help="open the UI on a run another process drives (read-only unless it serves control)")
-    att.add_argument("run_id", nargs="?", help="run id (default: the latest in --db)")
-    att.add_argument("--db", type=Path, default=DEFAULT_DB, help=f"SQLite database (default {DEFAULT_DB})")
-    _add_ui_flags(att)
+def _lazy(ref: str, *bound):
+    """The function "module:name" (imported on first call, so `evotui runs` does not import the
+    TUI or the bench), called with the caller's arguments and then `bound`."""
+    module, _, name = ref.partition(":")
 
-    bui = sub.add_parser("bench-ui", help="throughput of the same run headless and under the TUI")
-    bui.add_argument("task", nargs="?", default="rules")
-    bui.add_argument("--proposals", type=int, default=40)
-    bui.add_argument("--time-scale", type=float, default=100.0)
-    bui.add_argument("--repeats", type=int, default=3, help="runs per front end (median reported)")
-    bui.add_argument("--size", default="160x48", help="TUI terminal size, WxH")
-    bui.add_argument("--json", action="store_true")
-    bui.add_argument("--bytes-sizes", default="80x24,160x48", help="pty sizes for the terminal-traffic runs")
-    bui.add_argument("--bytes-window", type=float, default=5.0, help="seconds counted running, then paused")
-    bui.add_argument("--bytes-only", action="store_true", help="only the terminal traffic")
-    bui.add_argument("--no-bytes", action="store_true", help="only the throughput")
+    def call(*args):
+        return getattr(importlib.import_module(module), name)(*args, *bound)
 
-    strat = sub.add_parser("strategies", help="list the search strategies (--strategy NAME)")
-    strat.add_argument("--verbose", "-v", action="store_true", help="also show each strategy's parts")
+    call.__qualname__ = ref
+    return call
 
-    runs = sub.add_parser("runs", help="list runs in a database")
-    runs.add_argument("--db", type=Path, default=DEFAULT_DB, help=f"SQLite database (default {DEFAULT_DB})")
-    runs.add_argument("--json", action="store_true")
 
-    show = sub.add_parser("show", help="summarise one run")
-    show.add_argument("run_id", nargs="?", help="run id (default: the latest)")
-    show.add_argument("--db", type=Path, default=DEFAULT_DB)
-    show.add_argument("--json", action="store_true")
+def _run_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("task", help="task folder, or the name of a built-in task (e.g. rules)")
+    options.add_run_flags(p)
+    p.add_argument("--dry-run", action="store_true", help="print the cost estimate (`evotui estimate`) and exit")
+    _add_common(p)
 
-    bench = sub.add_parser("bench", help="compare sync and async proposal throughput side by side")
-    bench.add_argument("task", nargs="?", default="rules")
-    bench.add_argument("--profile", choices=["vllm", "api"], default="vllm")
-    bench.add_argument("--seeds", type=int, default=3, help="seeds per mode (default 3)")
-    bench.add_argument("--proposals", type=int, default=48, help="proposal budget per run (default 48)")
-    bench.add_argument("--modes", default=None, help=f"comma-separated, from: {', '.join(bench_modes.MODES)} "
-                       f"(default: {bench_modes.DEFAULT_MODES.replace(',', ', ')})")
-    bench.add_argument("--time-scale", type=float, default=None, help="simulated seconds per wall second")
-    bench.add_argument("--json", action="store_true", help="print one JSON object per mode instead of a table")
-    bench.add_argument("--out", type=Path, metavar="FILE", help="also write the per-mode results as JSON to FILE")
-    bench.add_argument("--zero-latency", action="store_true",
-                       help="measure engine overhead: instant backend, report LLM calls/s and proposals/s")
-    bench.add_argument("--strategies", metavar="A,B", help="compare search strategies (e.g. gepa,openevolve,loongflow) "
-                       "under --modes (default sync,async): evaluations to target, best, proposals/min")
-    bench.add_argument("--peers", metavar="A,B", help="also run the real libraries as rows: gepa, gepa-pxn (prompt "
-                       "tasks), openevolve (program tasks); needs pip install -e '.[peers]'")
-    bench.add_argument("--target-fraction", type=float, default=0.9,
-                       help="with --strategies: the target is this fraction of the best any run reached (default 0.9)")
-    from evotui import bench_real, local_cmd
 
-    bench_real.add_flags(bench)  # --llm-url URL / --llm local: sync vs async on a real server
-    local_cmd.add_parser(sub)  # evotui local serve
-    from evotui import bench_db
+def _resume_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("run_id", nargs="?", help="run id (see `evotui runs`)")
+    options.add_resume_flags(p)
+    _add_common(p)
 
-    bench_db.add_parser(sub)  # evotui bench-db: database bytes per proposal, LLM texts off/on
 
-    from evotui import trace_cmd
+def _attach_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("run_id", nargs="?", help="run id (default: the latest in --db)")
+    p.add_argument("--db", type=Path, default=DEFAULT_DB, help=f"SQLite database (default {DEFAULT_DB})")
+    _add_ui_flags(p)
 
-    trace_cmd.add_parsers(sub, DEFAULT_DB)  # evotui export / import / analyze / replay / tune (EvoTrace)
-    from evotui import bench_evaluator
 
-    bench_evaluator.add_parser(sub)  # evotui bench-evaluator: local sandbox vs Ray
-    from evotui import recover_cmd
+def _bench_ui_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("task", nargs="?", default="rules")
+    p.add_argument("--proposals", type=int, default=40)
+    p.add_argument("--time-scale", type=float, default=100.0)
+    p.add_argument("--repeats", type=int, default=3, help="runs per front end (median reported)")
+    p.add_argument("--size", default="160x48", help="TUI terminal size, WxH")
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--bytes-sizes", default="80x24,160x48", help="pty sizes for the terminal-traffic runs")
+    p.add_argument("--bytes-window", type=float, default=5.0, help="seconds counted running, then paused")
+    p.add_argument("--bytes-only", action="store_true", help="only the terminal traffic")
+    p.add_argument("--no-bytes", action="store_true", help="only the throughput")
 
-    recover_cmd.add_parser(sub)  # evotui recover DB OUT: salvage a damaged database
-    from evotui import config_cmd
 
-    config_cmd.add_parser(sub)  # evotui config schema / show
-    from evotui import estimate_cmd
+def _strategies_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--verbose", "-v", action="store_true", help="also show each strategy's parts")
 
-    estimate_cmd.add_parser(sub, DEFAULT_DB)  # evotui estimate TASK: cost before spending
 
-    rst = sub.add_parser("restore", help="make an earlier validated artifact the run's active best (audited)")
-    rst.add_argument("run_id", help="run id (see `evotui runs`)")
-    rst.add_argument("artifact_id", help="artifact id (see `evotui show RUN`) or component version NAME@X.Y.Z")
-    rst.add_argument("--reason", default="", metavar="TEXT", help="why (kept in the audit row)")
-    rst.add_argument("--db", type=Path, default=DEFAULT_DB, help=f"SQLite database (default {DEFAULT_DB})")
+def _runs_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--db", type=Path, default=DEFAULT_DB, help=f"SQLite database (default {DEFAULT_DB})")
+    p.add_argument("--json", action="store_true")
 
-    bra = sub.add_parser("branch", help="start a new run seeded with an artifact of a run (its task and config)")
-    bra.add_argument("run_id", help="run id (see `evotui runs`)")
-    bra.add_argument("artifact_id", help="artifact id (see `evotui show RUN`) or component version NAME@X.Y.Z")
-    bra.add_argument("--task", metavar="TASK", help="task folder (or built-in name) to continue on instead of the "
-                                                   "run's (an imported run may record none)")
-    options.add_run_flags(bra)
-    _add_common(bra)
 
-    from evotui import components_cmd
+def _show_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("run_id", nargs="?", help="run id (default: the latest)")
+    p.add_argument("--db", type=Path, default=DEFAULT_DB)
+    p.add_argument("--json", action="store_true")
 
-    components_cmd.add_parsers(sub, DEFAULT_DB)  # evotui components / edit / audit
 
-    sim = sub.add_parser("sim-server", help="serve the simulated backend on 127.0.0.1 over HTTP")
-    sim.add_argument("--port", type=int, default=8000)
-    sim.add_argument("--host", default="127.0.0.1")
-    sim.add_argument("--profile", choices=["vllm", "api"], default="vllm")
-    sim.add_argument("--time-scale", type=float, default=None)
-    sim.add_argument("--seed", type=int, default=0)
-    lifeline.add_argument(sim)
-    return p
+def _bench_arguments(p: argparse.ArgumentParser) -> None:
+    from evotui import bench_real
+
+    p.add_argument("task", nargs="?", default="rules")
+    p.add_argument("--profile", choices=["vllm", "api"], default="vllm")
+    p.add_argument("--seeds", type=int, default=3, help="seeds per mode (default 3)")
+    p.add_argument("--proposals", type=int, default=48, help="proposal budget per run (default 48)")
+    p.add_argument("--modes", default=None, help=f"comma-separated, from: {', '.join(bench_modes.MODES)} "
+                   f"(default: {bench_modes.DEFAULT_MODES.replace(',', ', ')})")
+    p.add_argument("--time-scale", type=float, default=None, help="simulated seconds per wall second")
+    p.add_argument("--json", action="store_true", help="print one JSON object per mode instead of a table")
+    p.add_argument("--out", type=Path, metavar="FILE", help="also write the per-mode results as JSON to FILE")
+    p.add_argument("--zero-latency", action="store_true",
+                   help="measure engine overhead: instant backend, report LLM calls/s and proposals/s")
+    p.add_argument("--strategies", metavar="A,B", help="compare search strategies (e.g. gepa,openevolve,loongflow) "
+                   "under --modes (default sync,async): evaluations to target, best, proposals/min")
+    p.add_argument("--peers", metavar="A,B", help="also run the real libraries as rows: gepa, gepa-pxn (prompt "
+                   "tasks), openevolve (program tasks); needs pip install -e '.[peers]'")
+    p.add_argument("--target-fraction", type=float, default=0.9,
+                   help="with --strategies: the target is this fraction of the best any run reached (default 0.9)")
+    bench_real.add_flags(p)  # --llm-url URL / --llm local: sync vs async on a real server
+
+
+def _artifact_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("run_id", help="run id (see `evotui runs`)")
+    p.add_argument("artifact_id", help="artifact id (see `evotui show RUN`) or component version NAME@X.Y.Z")
+
+
+def _restore_arguments(p: argparse.ArgumentParser) -> None:
+    _artifact_arguments(p)
+    p.add_argument("--reason", default="", metavar="TEXT", help="why (kept in the audit row)")
+    p.add_argument("--db", type=Path, default=DEFAULT_DB, help=f"SQLite database (default {DEFAULT_DB})")
+
+
+def _branch_arguments(p: argparse.ArgumentParser) -> None:
+    _artifact_arguments(p)
+    p.add_argument("--task", metavar="TASK", help="task folder (or built-in name) to continue on instead of the "
+                                                 "run's (an imported run may record none)")
+    options.add_run_flags(p)
+    _add_common(p)
+
+
+def _sim_server_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--port", type=int, default=8000)
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--profile", choices=["vllm", "api"], default="vllm")
+    p.add_argument("--time-scale", type=float, default=None)
+    p.add_argument("--seed", type=int, default=0)
+    lifeline.add_argument(p)
 
 
 def _add_common(p: argparse.ArgumentParser) -> None:
@@ -156,6 +167,14 @@ def _add_ui_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--theme", metavar="NAME", help="UI theme (themes/*.toml or a Textual theme); default evotui-dark")
     p.add_argument("--no-mouse", action="store_true", help="UI: no mouse reporting (less traffic over SSH)")
     p.add_argument("--ui-config", type=Path, metavar="FILE", help="UI settings TOML (theme, keymap, refresh_hz); or $EVOTUI_UI_CONFIG")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="evotui", description="Asynchronous LLM-driven evolution of programs and prompts (FlashEvolve).")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND")
+    for command in COMMANDS:
+        command.arguments(sub.add_parser(command.name, help=command.help))
+    return p
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -181,12 +200,13 @@ def _main(argv: list[str] | None) -> int:
     if args.command is None:
         parser.print_help()
         return 2
-    if args.command.startswith("bench"):  # their scratch databases go with them, even on SIGTERM
+    command = COMMANDS_BY_NAME[args.command]
+    if command.scratch:
         from evotui import scratch
 
         scratch.remove_on_sigterm()
     try:
-        return _dispatch(args)
+        return command.handler(args)
     except (UsageError, ConfigError, StoreError) as exc:
         # StoreError: a database the user must act on (damaged, newer, unwritable) that no
         # command caught on the way; DamagedDatabase's message names `evotui recover`.
@@ -197,75 +217,7 @@ def _main(argv: list[str] | None) -> int:
         return 130
 
 
-def _dispatch(args: argparse.Namespace) -> int:
-    if args.command in ("export", "import", "analyze", "replay", "tune"):
-        from evotui import trace_cmd
-
-        return trace_cmd.main(args)
-    if args.command == "resume":
-        from evotui import trace_cmd
-
-        refusal = asyncio.run(trace_cmd.refuse_imported(args.db, args.run_id))
-        if refusal:
-            raise UsageError(refusal)
-    if args.command == "estimate" or getattr(args, "dry_run", False):
-        from evotui import estimate_cmd
-
-        return estimate_cmd.main(args)
-    if args.command in ("run", "resume"):
-        return _run(args)
-    if args.command == "restore":
-        return asyncio.run(_restore(args))
-    if args.command in ("components", "audit", "edit"):
-        return _components(args)
-    if args.command == "branch":
-        return _branch(args)
-    if args.command == "attach":
-        from evotui.tui.launch import run_attach
-
-        return run_attach(args)
-    if args.command == "strategies":
-        return _strategies(args.verbose)
-    if args.command == "bench-ui":
-        from evotui import bench_ui
-
-        return bench_ui.main(args)
-    if args.command in ("runs", "show"):
-        from evotui import inspect_cmd
-
-        return asyncio.run(inspect_cmd.main(args))
-    if args.command == "local":
-        from evotui import local_cmd
-
-        return local_cmd.main(args)
-    if args.command == "bench":
-        from evotui import bench
-
-        return bench.main(args)
-    if args.command == "bench-evaluator":
-        from evotui import bench_evaluator
-
-        return bench_evaluator.main(args)
-    if args.command == "bench-db":
-        from evotui import bench_db
-
-        return bench_db.main(args)
-    if args.command == "recover":
-        from evotui import recover_cmd
-
-        return recover_cmd.main(args)
-    if args.command == "config":
-        from evotui import config_cmd
-
-        return config_cmd.main(args)
-    if args.command == "sim-server":
-        from evotui import sim_server
-
-        return sim_server.main(args)
-    raise UsageError(f"unknown command {args.command!r}")
-
-
-def _strategies(verbose: bool) -> int:
+def _strategies(args: argparse.Namespace) -> int:
     from engine.strategy import SearchParams, entries
     from engine.strategy.registry import DEFAULT_FOR_KIND
 
@@ -275,13 +227,17 @@ def _strategies(verbose: bool) -> int:
         kinds = [k for k, name in DEFAULT_FOR_KIND.items() if name == entry.name]
         default = f"  [default for {' and '.join(kinds)} tasks]" if kinds else ""
         print(f"{entry.name:<{width}}  {entry.summary}{default}")
-        if verbose:
+        if args.verbose:
             for line in entry.factory(SearchParams()).describe():
                 print(f"{'':<{width}}    {line}")
     return 0
 
 
 def _run(args: argparse.Namespace) -> int:
+    if getattr(args, "dry_run", False):
+        from evotui import estimate_cmd
+
+        return estimate_cmd.main(args)
     if not args.no_ui:
         from evotui.tui.launch import run_tui
 
@@ -311,7 +267,26 @@ def _headless(args: argparse.Namespace, open_run) -> int:
     return asyncio.run(go())
 
 
-async def _restore(args: argparse.Namespace) -> int:
+def _resume(args: argparse.Namespace) -> int:
+    from evotui import trace_cmd
+
+    refusal = asyncio.run(trace_cmd.refuse_imported(args.db, args.run_id))
+    if refusal:
+        raise UsageError(refusal)
+    return _run(args)
+
+
+def _inspect(args: argparse.Namespace) -> int:
+    from evotui import inspect_cmd
+
+    return asyncio.run(inspect_cmd.main(args))
+
+
+def _restore(args: argparse.Namespace) -> int:
+    return asyncio.run(_restore_async(args))
+
+
+async def _restore_async(args: argparse.Namespace) -> int:
     """Through the live driver's control socket when a process drives the run, else offline."""
     from engine.run_admin import AdminError
     from evotui.admin_api import restore_async
@@ -348,6 +323,58 @@ def _branch(args: argparse.Namespace) -> int:
         return await EngineRun.create_branch(source, options.config_layers(args), args.db)
 
     return _headless(args, open_branch)
+
+
+COMMANDS: tuple[Command, ...] = (
+    Command("run", "start a run on a task folder or built-in task", _run_arguments, _run),
+    Command("resume", "continue an interrupted run (default: the latest in --db)", _resume_arguments, _resume),
+    Command("attach", "open the UI on a run another process drives (read-only unless it serves control)",
+            _attach_arguments, _lazy("evotui.tui.launch:run_attach")),
+    Command("bench-ui", "throughput of the same run headless and under the TUI", _bench_ui_arguments,
+            _lazy("evotui.bench_ui:main"), scratch=True),
+    Command("strategies", "list the search strategies (--strategy NAME)", _strategies_arguments, _strategies),
+    Command("runs", "list runs in a database", _runs_arguments, _inspect),
+    Command("show", "summarise one run", _show_arguments, _inspect),
+    Command("bench", "compare sync and async proposal throughput side by side", _bench_arguments,
+            _lazy("evotui.bench:main"), scratch=True),
+    Command("local", "the managed local llama.cpp backend (pip install 'evotui[local]')",
+            _lazy("evotui.local_cmd:add_arguments"), _lazy("evotui.local_cmd:main")),
+    Command("bench-db", "database bytes per proposal with LLM texts off and on",
+            _lazy("evotui.bench_db:add_arguments"), _lazy("evotui.bench_db:main"), scratch=True),
+    Command("export", "write a run as an EvoTrace folder (or a GEPA result JSON)",
+            _lazy("evotui.trace_cmd:export_arguments", DEFAULT_DB), _lazy("evotui.trace_cmd:main")),
+    Command("import", "load an EvoTrace folder, OpenEvolve checkpoint, ShinkaEvolve database or GEPA run_dir as a "
+            "read-only run", _lazy("evotui.trace_cmd:import_arguments", DEFAULT_DB), _lazy("evotui.trace_cmd:main")),
+    Command("analyze", "lineage, cycling and edit types of a run",
+            _lazy("evotui.trace_cmd:analyze_arguments", DEFAULT_DB), _lazy("evotui.trace_cmd:main")),
+    Command("replay", "re-issue the prompt that produced a candidate and re-evaluate the replies",
+            _lazy("evotui.trace_cmd:replay_arguments", DEFAULT_DB), _lazy("evotui.trace_cmd:main")),
+    Command("tune", "tuning gap: Bayesian optimisation of a program's numeric constants",
+            _lazy("evotui.trace_cmd:tune_arguments", DEFAULT_DB), _lazy("evotui.trace_cmd:main")),
+    Command("bench-evaluator", "evaluations per second: local sandbox vs Ray (medians)",
+            _lazy("evotui.bench_evaluator:add_arguments"), _lazy("evotui.bench_evaluator:main"), scratch=True),
+    Command("recover", "copy what is intact of a damaged database into a new file and report what was lost",
+            _lazy("evotui.recover_cmd:add_arguments"), _lazy("evotui.recover_cmd:main")),
+    Command("config", "the run config: its JSON Schema, or the effective values and their layers",
+            _lazy("evotui.config_cmd:add_arguments"), _lazy("evotui.config_cmd:main")),
+    Command("estimate", "what a run would cost: seed, per proposal, proposals the budget buys",
+            _lazy("evotui.estimate_cmd:add_arguments", DEFAULT_DB), _lazy("evotui.estimate_cmd:main")),
+    Command("restore", "make an earlier validated artifact the run's active best (audited)", _restore_arguments,
+            _restore),
+    Command("branch", "start a new run seeded with an artifact of a run (its task and config)", _branch_arguments,
+            _branch),
+    Command("components", "component versions of a run: history, active version, diffs",
+            _lazy("evotui.components_cmd:components_arguments", DEFAULT_DB), _components),
+    Command("edit", "hot-swap: edit a component of a live run's active artifact (control socket)",
+            _lazy("evotui.components_cmd:edit_arguments", DEFAULT_DB), _components),
+    Command("audit", "audit rows of a run (strategy sepl: reflect, select, improve, evaluate, commit)",
+            _lazy("evotui.components_cmd:audit_arguments", DEFAULT_DB), _components),
+    Command("sim-server", "serve the simulated backend on 127.0.0.1 over HTTP", _sim_server_arguments,
+            _lazy("evotui.sim_server:main")),
+)
+"""Every subcommand, in `evotui --help` order: a new command is one entry here (and a line in
+README's command list, which tests/test_command_table.py checks)."""
+COMMANDS_BY_NAME = {command.name: command for command in COMMANDS}
 
 
 if __name__ == "__main__":

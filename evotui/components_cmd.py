@@ -12,14 +12,15 @@ from engine.components import DEFAULT_TYPE
 from engine.run_admin import AdminError, _open_readonly, find_artifact, run_versions
 
 
-def add_parsers(sub, default_db: Path) -> None:
-    com = sub.add_parser("components", help="component versions of a run: history, active version, diffs")
+def components_arguments(com, default_db: Path) -> None:
     com.add_argument("run_id", help="run id (see `evotui runs`)")
     com.add_argument("component", nargs="?", help="one component (default: all)")
     com.add_argument("--diff", nargs=2, metavar=("V1", "V2"), help="unified diff between two versions (X.Y.Z)")
     com.add_argument("--db", type=Path, default=default_db, help=f"SQLite database (default {default_db})")
     com.add_argument("--json", action="store_true")
-    edt = sub.add_parser("edit", help="hot-swap: edit a component of a live run's active artifact (control socket)")
+
+
+def edit_arguments(edt, default_db: Path) -> None:
     edt.add_argument("run_id", help="run id of a live run (see `evotui runs`)")
     edt.add_argument("component", help="the component to edit (evolvable ones only)")
     src = edt.add_mutually_exclusive_group(required=True)
@@ -27,7 +28,9 @@ def add_parsers(sub, default_db: Path) -> None:
     src.add_argument("--file", type=Path, help="a file holding the component's new text")
     edt.add_argument("--reason", default="", metavar="TEXT", help="why (kept in the pool event and audit row)")
     edt.add_argument("--db", type=Path, default=default_db, help=f"SQLite database (default {default_db})")
-    aud = sub.add_parser("audit", help="audit rows of a run (strategy sepl: reflect, select, improve, evaluate, commit)")
+
+
+def audit_arguments(aud, default_db: Path) -> None:
     aud.add_argument("run_id", help="run id (see `evotui runs`)")
     aud.add_argument("--item", help="one item's transitions")
     aud.add_argument("--db", type=Path, default=default_db, help=f"SQLite database (default {default_db})")

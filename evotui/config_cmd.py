@@ -14,8 +14,7 @@ from evotui import options
 DEFAULT_SOURCE = "default"
 
 
-def add_parser(sub) -> None:
-    cfg = sub.add_parser("config", help="the run config: its JSON Schema, or the effective values and their layers")
+def add_arguments(cfg) -> None:
     cfg_sub = cfg.add_subparsers(dest="config_command", metavar="SUBCOMMAND", required=True)
     cfg_sub.add_parser("schema", help="print the JSON Schema of a --config file (unknown keys are errors)")
     show = cfg_sub.add_parser("show", help="print the effective config with the layer each value comes from "

@@ -18,10 +18,9 @@ from engine.estimate import PROBE_PROPOSALS
 EXIT_NO_PROGRESS = 4
 
 
-def add_parser(sub: argparse._SubParsersAction, default_db: Path) -> None:
+def add_arguments(p: argparse.ArgumentParser, default_db: Path) -> None:
     from evotui import options
 
-    p = sub.add_parser("estimate", help="what a run would cost: seed, per proposal, proposals the budget buys")
     p.add_argument("task", help="task folder, or the name of a built-in task (e.g. rules)")
     options.add_run_flags(p)
     add_flags(p)

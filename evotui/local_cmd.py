@@ -12,8 +12,7 @@ import sys
 from engine.llm.local import LocalServer, LocalServerError, resolve_model
 
 
-def add_parser(sub) -> None:
-    local = sub.add_parser("local", help="the managed local llama.cpp backend (pip install 'evotui[local]')")
+def add_arguments(local) -> None:
     lsub = local.add_subparsers(dest="local_command", metavar="SUBCOMMAND")
     serve = lsub.add_parser("serve", help="serve a GGUF model on 127.0.0.1 (OpenAI-compatible /v1) until Ctrl-C")
     serve.add_argument("--port", type=int, default=8080, help="port on 127.0.0.1 (default 8080; 0 = a free one)")

@@ -11,9 +11,7 @@ import json
 from pathlib import Path
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:
-    rec = sub.add_parser("recover", help="copy what is intact of a damaged database into a new file and "
-                                         "report what was lost")
+def add_arguments(rec: argparse.ArgumentParser) -> None:
     rec.add_argument("db", type=Path, metavar="DB", help="the damaged database (only read)")
     rec.add_argument("out", type=Path, metavar="OUT", help="the new database to write (must not exist)")
     rec.add_argument("--json", action="store_true", help="print the report as one JSON object")

@@ -15,21 +15,21 @@ from engine.store.store import Store, StoreError
 from engine.trace.errors import TraceError
 
 
-def add_parsers(sub: argparse._SubParsersAction, default_db: Path) -> None:
-    exp = sub.add_parser("export", help="write a run as an EvoTrace folder (or a GEPA result JSON)")
+def export_arguments(exp: argparse.ArgumentParser, default_db: Path) -> None:
     exp.add_argument("run_id", help="run id (see `evotui runs`)")
     exp.add_argument("target", type=Path, metavar="DIR", help="new (or empty) folder to write")
     exp.add_argument("--format", choices=["evotrace", "gepa"], default="evotrace")
     exp.add_argument("--db", type=Path, default=default_db)
 
-    imp = sub.add_parser("import", help="load an EvoTrace folder, OpenEvolve checkpoint, ShinkaEvolve database or "
-                                        "GEPA run_dir as a read-only run")
+
+def import_arguments(imp: argparse.ArgumentParser, default_db: Path) -> None:
     imp.add_argument("folder", type=Path, metavar="PATH")
     imp.add_argument("--task", metavar="TASK", help="the task folder (or built-in name) the run evolved; `branch` "
                                                    "continues on it (default: a task folder above PATH, if any)")
     imp.add_argument("--db", type=Path, default=default_db, help="database to add the run to (created if missing)")
 
-    ana = sub.add_parser("analyze", help="lineage, cycling and edit types of a run")
+
+def analyze_arguments(ana: argparse.ArgumentParser, default_db: Path) -> None:
     ana.add_argument("run_id", help="run id (see `evotui runs`)")
     ana.add_argument("--db", type=Path, default=default_db)
     ana.add_argument("--json", action="store_true", help="print the analysis as one JSON object")
@@ -37,7 +37,8 @@ def add_parsers(sub: argparse._SubParsersAction, default_db: Path) -> None:
     ana.add_argument("--no-judge", action="store_true", help="skip the edit-type section (no LLM calls)")
     _add_llm_flags(ana)
 
-    rep = sub.add_parser("replay", help="re-issue the prompt that produced a candidate and re-evaluate the replies")
+
+def replay_arguments(rep: argparse.ArgumentParser, default_db: Path) -> None:
     rep.add_argument("run_id")
     rep.add_argument("candidate", help="candidate id (an artifact, e.g. a000012)")
     rep.add_argument("-n", type=int, default=4, help="replies to draw (default 4)")
@@ -46,9 +47,11 @@ def add_parsers(sub: argparse._SubParsersAction, default_db: Path) -> None:
     rep.add_argument("--json", action="store_true")
     _add_llm_flags(rep)
 
+
+def tune_arguments(p: argparse.ArgumentParser, default_db: Path) -> None:
     from evotui import tune_cmd
 
-    tune_cmd.add_parser(sub, default_db, _add_llm_flags)
+    tune_cmd.add_arguments(p, default_db, _add_llm_flags)
 
 
 def _add_llm_flags(p: argparse.ArgumentParser) -> None:

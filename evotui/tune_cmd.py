@@ -10,9 +10,8 @@ from typing import Callable
 from engine.trace.llm import Choice
 
 
-def add_parser(sub: argparse._SubParsersAction, default_db: Path,
-               add_llm_flags: Callable[[argparse.ArgumentParser], None]) -> None:
-    p = sub.add_parser("tune", help="tuning gap: Bayesian optimisation of a program's numeric constants")
+def add_arguments(p: argparse.ArgumentParser, default_db: Path,
+                  add_llm_flags: Callable[[argparse.ArgumentParser], None]) -> None:
     p.add_argument("run_id", help="run id (see `evotui runs`)")
     p.add_argument("candidate", help="artifact id of a program (e.g. the best, see `evotui show RUN`)")
     p.add_argument("--db", type=Path, default=default_db)
