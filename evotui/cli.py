@@ -369,6 +369,8 @@ COMMANDS: tuple[Command, ...] = (
             _lazy("evotui.components_cmd:edit_arguments", DEFAULT_DB), _components),
     Command("audit", "audit rows of a run (strategy sepl: reflect, select, improve, evaluate, commit)",
             _lazy("evotui.components_cmd:audit_arguments", DEFAULT_DB), _components),
+    Command("steer", "steer a live run: guidance for the proposer, pin or ban a parent, re-evaluate (control socket)",
+            _lazy("evotui.steer_cmd:add_arguments", DEFAULT_DB), _lazy("evotui.steer_cmd:main")),
     Command("sim-server", "serve the simulated backend on 127.0.0.1 over HTTP", _sim_server_arguments,
             _lazy("evotui.sim_server:main")),
 )

@@ -36,26 +36,35 @@ def add_arguments(p: argparse.ArgumentParser, default_db: Path) -> None:
                                                     "running run")
     p.add_argument("--db", type=Path, default=default_db, help=f"SQLite database of RUN (default {default_db})")
     p.add_argument("--json", action="store_true", help="print the driver's reply as JSON")
-    acts = p.add_subparsers(dest="act", metavar="ACT", required=True)
-    guide = acts.add_parser("guide", help="free-text guidance shown to the proposer")
+    # --db and --json also after ACT (`steer RUN guide "..." --db X`); SUPPRESS keeps the value
+    # given before ACT when they are not repeated after it.
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--db", type=Path, default=argparse.SUPPRESS, help="as before ACT")
+    common.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="as before ACT")
+    sub = p.add_subparsers(dest="act", metavar="ACT", required=True)
+
+    def act(name: str, what: str) -> argparse.ArgumentParser:
+        return sub.add_parser(name, help=what, parents=[common])
+
+    guide = act("guide", "free-text guidance shown to the proposer")
     guide.add_argument("text", help="what the next proposals should try or avoid")
     guide.add_argument("--for", dest="count", type=int, metavar="N", help="only the next N proposals "
                        "(default: until `unguide`)")
-    unguide = acts.add_parser("unguide", help="withdraw guidance (#N from `status`; default all)")
+    unguide = act("unguide", "withdraw guidance (#N from `status`; default all)")
     unguide.add_argument("number", nargs="?", help="the guidance's number")
-    pin = acts.add_parser("pin", help="the next parents are this candidate")
+    pin = act("pin", "the next parents are this candidate")
     pin.add_argument("candidate", help="artifact id (see `evotui show RUN` or the lineage screen)")
     pin.add_argument("--for", dest="count", type=int, metavar="N", help="the next N parent picks (default: until "
                                                                         "`unpin`)")
-    acts.add_parser("unpin", help="end the pin")
+    act("unpin", "end the pin")
     for name, what in (("ban", "never pick this candidate as a parent"), ("unban", "lift a ban")):
-        acts.add_parser(name, help=what).add_argument("candidate", help="artifact id")
-    reeval = acts.add_parser("reeval", help="score a candidate on the held-out set or more examples")
+        act(name, what).add_argument("candidate", help="artifact id")
+    reeval = act("reeval", "score a candidate on the held-out set or more examples")
     reeval.add_argument("candidate", help="artifact id")
     which = reeval.add_mutually_exclusive_group(required=True)
     which.add_argument("--heldout", action="store_true", help="the task's held-out split (or evaluator)")
     which.add_argument("--examples", type=int, metavar="K", help="K training examples it was not validated on")
-    acts.add_parser("status", help="guidance, pin and bans in force, and every steering act so far")
+    act("status", "guidance, pin and bans in force, and every steering act so far")
 
 
 def request_of(args: argparse.Namespace) -> dict:
