@@ -104,7 +104,7 @@ def _show_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _bench_arguments(p: argparse.ArgumentParser) -> None:
-    from evotui import bench_real
+    from evotui import bench_real, bench_suite_flags
 
     p.add_argument("task", nargs="?", default="rules")
     p.add_argument("--profile", choices=["vllm", "api"], default="vllm")
@@ -124,6 +124,7 @@ def _bench_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--target-fraction", type=float, default=0.9,
                    help="with --strategies: the target is this fraction of the best any run reached (default 0.9)")
     bench_real.add_flags(p)  # --llm-url URL / --llm local: sync vs async on a real server
+    bench_suite_flags.add_flags(p)  # --suite NAME: a declared suite of tasks x rows (evotui/bench_suite.py)
 
 
 def _artifact_arguments(p: argparse.ArgumentParser) -> None:
