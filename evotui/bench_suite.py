@@ -30,7 +30,7 @@ from evotui import bench, bench_bestofn, bench_peers, bench_quality, scratch
 from evotui import peers as peers_mod
 from evotui.bench_modes import MODES
 from evotui.bench_suite_report import summarise, table
-from evotui.peers.sim_endpoint import SimEndpointError
+from evotui.peers.sim_endpoint import SimEndpoint, SimEndpointError
 
 SUITES_FILE = Path(__file__).with_name("bench_suites.toml")
 BEST_OF_N = "best-of-n"
@@ -55,6 +55,10 @@ class Suite(_Strict):
     zero_latency: bool = False
     """An instant backend (bench.ZERO_LATENCY_SCALE): the code path in seconds, no figures."""
     seeds: int = Field(ge=1)
+    transport: Literal["loopback", "in-process"] = "loopback"
+    """How evotui's rows reach the simulator. loopback: a fresh `evotui sim-server` per run, over
+    HTTP, exactly as the peer rows reach theirs (equal transport); in-process: the engine's
+    simulator in the bench process (no HTTP; for the seconds-long ci suite)."""
     tasks: list[SuiteTask] = Field(min_length=1)
 
 
@@ -89,7 +93,11 @@ def load(name: str) -> tuple[str, Suite, dict[str, Record]]:
         wanted = next(iter(data.suite))
     if wanted not in data.suite:
         raise SuiteError(f"no suite {wanted!r} in {path}; suites are {', '.join(data.suite)}")
-    return wanted, data.suite[wanted], data.record
+    records = data.record
+    if Path(path) != SUITES_FILE:  # another file's suite keeps the built-in tasks' records
+        builtin = SuiteFile.model_validate(tomllib.loads(SUITES_FILE.read_text())).record
+        records = {**builtin, **records}
+    return wanted, data.suite[wanted], records
 
 
 def check(suite: Suite) -> list[tuple[SuiteTask, str]]:
@@ -123,10 +131,33 @@ async def run_row(task: SuiteTask, row: str, seed: int, suite: Suite, time_scale
         got = await asyncio.to_thread(bench_peers.run_peer, peers_mod.PEERS[row], task.name, seed, suite.profile,
                                       task.proposals, scale, program_heldout=True)
     else:
-        extra = bench_bestofn.layer() if row == BEST_OF_N else None
-        got = await bench.run_one(task.name, "sync" if row == BEST_OF_N else row, seed, suite.profile, task.proposals,
-                                  time_scale, db, extra, program_heldout=True)
+        extra = bench_bestofn.layer() if row == BEST_OF_N else {}
+        mode = "sync" if row == BEST_OF_N else row
+        if suite.transport == "in-process":
+            got = await bench.run_one(task.name, mode, seed, suite.profile, task.proposals, time_scale, db,
+                                      extra or None, program_heldout=True)
+        else:
+            got = await _over_loopback(task, mode, seed, suite, time_scale, db, extra)
     got["mode"] = row
+    got["transport"] = "loopback" if row in peers_mod.PEERS else suite.transport
+    return got
+
+
+async def _over_loopback(task: SuiteTask, mode: str, seed: int, suite: Suite, time_scale: float | None, db: Path,
+                         extra: dict) -> dict:
+    """An evotui run whose every LLM call goes over HTTP to a fresh sim-server (as a peer's do).
+    The engine then times the run by the wall clock, so its pipeline time is converted to
+    simulated minutes by the server's time scale (the sim-server's clock is wall time x scale)."""
+    scale = time_scale if time_scale is not None else SimConfig().time_scale
+    endpoint = await asyncio.to_thread(SimEndpoint(suite.profile, seed, scale).__enter__)
+    try:
+        got = await bench.run_one(task.name, mode, seed, suite.profile, task.proposals, time_scale, db,
+                                  {**extra, "task_llm": {"url": endpoint.url}}, program_heldout=True)
+    finally:
+        await asyncio.to_thread(endpoint.__exit__, None, None, None)
+    minutes = got["pipeline_wall_s"] * scale / 60.0
+    got["pipeline_minutes"] = minutes
+    got["proposals_per_min"] = got["proposal_attempts"] / minutes if minutes > 0 else 0.0
     return got
 
 
@@ -153,13 +184,6 @@ async def run_suite(suite: Suite, seeds: int, skip: set[tuple[str, str]], log) -
 
 def _fmt(v: float | None) -> str:
     return "-" if v is None else f"{v:.3f}"
-
-
-def add_flags(p: argparse.ArgumentParser) -> None:
-    g = p.add_argument_group("suite (`evotui bench --suite ci`; suites in evotui/bench_suites.toml)")
-    g.add_argument("--suite", metavar="NAME", help="run a declared suite: ci, prompt, program, quick, or FILE.toml[:NAME]")
-    g.add_argument("--suite-seeds", type=int, metavar="N", help="seeds per row (default: the suite's)")
-    g.add_argument("--suite-tasks", metavar="A,B", help="only these tasks of the suite")
 
 
 def main(args: argparse.Namespace) -> int:

@@ -1,5 +1,8 @@
 """The real peers as bench rows: GEPA and OpenEvolve, unchanged, against the simulated backend.
 
+Every GEPA row runs at stock GEPA's parallelism (10 requests at a time, proposals of an
+iteration evaluated one after another; evotui/peers/gepa_peer.py).
+
 Each peer run gets a fresh `evotui sim-server` on loopback (same profile, seed and time scale
 as evotui's rows) and runs in a child process of its own (`python -m evotui.peers.child`), so a
 peer's state, threads and process pools never touch the bench process. What is ours is only
@@ -30,7 +33,10 @@ PEERS: dict[str, Peer] = {
              "gepa.optimize defaults: SingleMutationSampling, pareto selection, minibatch 3, no merge"),
         Peer("gepa-pxn", "prompt", "gepa",
              "gepa.optimize with sampling_strategy=PxNSampling(2, 4): 8 proposals per iteration, "
-             "batched reflection and evaluation"),
+             "selection_strategy=AllImprovements (every improving proposal enters)"),
+        Peer("gepa-pxn-best", "prompt", "gepa",
+             "gepa.optimize with sampling_strategy=PxNSampling(2, 4), selection_strategy=BestImprovement "
+             "(only an iteration's best improving proposal enters)"),
         Peer("openevolve", "program", "openevolve",
              "openevolve Config() defaults (islands, diff-based evolution, max_tokens 4096) with the "
              "repository's parallel_evaluations = 4"),

@@ -21,7 +21,7 @@ from evotui.peers import lifeline
 
 def _args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m evotui.peers.child")
-    p.add_argument("peer", choices=["gepa", "gepa-pxn", "openevolve"])
+    p.add_argument("peer", choices=["gepa", "gepa-pxn", "gepa-pxn-best", "openevolve"])
     p.add_argument("task")
     p.add_argument("--url", required=True, help="the simulated backend, http://127.0.0.1:PORT/v1")
     p.add_argument("--seed", type=int, default=0)
@@ -59,7 +59,8 @@ def _run(args: argparse.Namespace) -> dict:
         def sim_clock() -> float:
             return float(httpx.get(f"{args.url}/sim/metrics", timeout=10.0).json()["sim_now"])
 
-        row = gepa_peer.run(task, args.url, args.seed, args.proposals, args.peer == "gepa-pxn", sim_clock)
+        row = gepa_peer.run(task, args.url, args.seed, args.proposals, args.peer.startswith("gepa-pxn"), sim_clock,
+                            best_only=args.peer == "gepa-pxn-best")
     return row
 
 

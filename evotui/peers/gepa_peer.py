@@ -4,15 +4,16 @@ Ours is only what a GEPA user writes: an adapter that runs a candidate prompt on
 prompt as the system message, the example as the user message: the layout evotui's rollouts
 use) and scores each answer with the task's own metric, and a reflection LM callable. GEPA's
 engine, Pareto selection, minibatch acceptance, reflection template and its parsing are the
-library's. Evaluation of a minibatch sends its examples at once, as GEPA's DefaultAdapter does
-through litellm; `batch_evaluate` and `batch_complete` let PxNSampling batch across proposals.
+library's. Parallelism is stock GEPA's: a minibatch's examples go out 10 at a time (DefaultAdapter's
+max_litellm_workers), PxN's reflections 10 at a time (gepa.LM.batch_complete's max_workers), and
+the proposals of an iteration are evaluated one after another (no `batch_evaluate`: GEPA's
+default_batch_evaluate fallback, which DefaultAdapter uses).
 """
 
 from __future__ import annotations
 
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
 from typing import Callable
 
 from engine.config import PipelineConfig
@@ -20,6 +21,8 @@ from engine.tasks.prompt_task import PromptTask
 from evotui.peers.chat import Chat
 
 COMPONENT = "system_prompt"
+STOCK_WORKERS = 10
+"""DefaultAdapter(max_litellm_workers=10) and gepa.LM.batch_complete(max_workers=10) in gepa 0.1.4."""
 _MAX_ITERATIONS = 20
 """Iterations per proposal of the budget before a run is stopped as stuck (GEPA skips an
 iteration whose parent is perfect on the minibatch, so some iterations propose nothing)."""
@@ -34,7 +37,6 @@ class TaskAdapter:
         self.task, self.chat = task, chat
         self._on_full_validation = on_full_validation
         self._val_ids = set(task.val_ids)
-        self._batches = ThreadPoolExecutor(max_workers=16, thread_name_prefix="peer-batch")
         self.metric_calls = 0
 
     def _run(self, prompt: str, example: dict) -> dict:
@@ -55,17 +57,11 @@ class TaskAdapter:
         return EvaluationBatch(outputs=[r["output"] for r in runs], scores=scores,
                                trajectories=runs if capture_traces else None)
 
-    def batch_evaluate(self, items: list[tuple[dict[str, str], list]]) -> list:
-        return list(self._batches.map(lambda it: self.evaluate(it[1], it[0], capture_traces=True), items))
-
     def make_reflective_dataset(self, candidate: dict[str, str], eval_batch, components_to_update: list[str]) -> dict:
         # The records GEPA's own DefaultAdapter builds (its reflection template renders them).
         records = [{"Inputs": t["input"], "Generated Outputs": t["output"], "Feedback": t["feedback"]}
                    for t in eval_batch.trajectories or []]
         return {name: records for name in components_to_update}
-
-    def close(self) -> None:
-        self._batches.shutdown(wait=True)
 
 
 class _StderrLogger:
@@ -92,13 +88,17 @@ class ReflectionLM:
         return self.chat.batch_complete(messages_list)
 
 
-def run(task: PromptTask, url: str, seed: int, proposals: int, pxn: bool, sim_clock: Callable[[], float]) -> dict:
+def run(task: PromptTask, url: str, seed: int, proposals: int, pxn: bool, sim_clock: Callable[[], float],
+        best_only: bool = False) -> dict:
     """One gepa.optimize run; figures in the bench's row layout (times from the simulator's clock,
-    from the end of the seed's validation, as evotui's pipeline time)."""
+    from the end of the seed's validation, as evotui's pipeline time). pxn: PxNSampling(2, 4);
+    best_only: of an iteration's improving proposals only the best enters (BestImprovement; the
+    default AllImprovements admits every one)."""
     import gepa
     from gepa.strategies.proposal_sampling import PxNSampling
+    from gepa.strategies.proposal_selection import AllImprovements, BestImprovement
 
-    chat = Chat(url)
+    chat = Chat(url, max_workers=STOCK_WORKERS)
     wall0: list[float] = []
     sim0: list[float] = []
     best: list[float] = []
@@ -120,12 +120,12 @@ def run(task: PromptTask, url: str, seed: int, proposals: int, pxn: bool, sim_cl
             seed_candidate={COMPONENT: task.seed_prompt}, trainset=list(task.train), valset=list(task.val),
             adapter=adapter, reflection_lm=lm, reflection_minibatch_size=minibatch, seed=seed,
             stop_callbacks=[lambda state: lm.proposals >= proposals or state.i >= _MAX_ITERATIONS * proposals],
-            sampling_strategy=PxNSampling(2, 4) if pxn else None, display_progress_bar=False,
+            sampling_strategy=PxNSampling(2, 4) if pxn else None,
+            selection_strategy=BestImprovement() if best_only else AllImprovements(), display_progress_bar=False,
             logger=_StderrLogger())
         sim_minutes = (sim_clock() - sim0[0]) / 60.0
         wall_s = time.monotonic() - wall0[0]
     finally:
-        adapter.close()
         chat.close()
     scores = result.val_aggregate_scores
     return {"proposals": lm.proposals, "pipeline_minutes": sim_minutes, "wall_s": wall_s,
