@@ -11,7 +11,7 @@ from engine.events import Event
 LOG_KINDS = frozenset({
     "run_started", "run_finished", "candidate_accepted", "candidate_rejected", "item_failed",
     "stale_discarded", "worker_reallocated", "state_changed", "review_requested", "review_decided",
-    "policy_changed", "llm_error",
+    "policy_changed", "llm_error", "steered",
 })
 
 
