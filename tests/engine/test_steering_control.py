@@ -51,14 +51,18 @@ async def test_acts_over_the_socket_are_committed_before_the_reply(tmp_path: Pat
         assert (request["act"], done["act"], done["detail"]["split"]) == ("reeval", "reevaluated", "heldout")
         assert done["detail"]["n"] == len(run.ctx.task.heldout) > 0
         assert 0.0 <= done["detail"]["mean"] <= 1.0 and reply["state"]["reevals"] == []
-        with pytest.raises(ControlError, match="has 0 training examples|at most"):
+        with pytest.raises(ControlError, match="training examples the candidate was not validated on; ask for at most"):
             await client.request("steer", act="reeval", target=best, examples=10_000)
+        reply = await client.request("steer", act="reeval", target=best, examples=3, reply_timeout_s=120.0)
+        more = reply["acts"][1]["detail"]
+        assert (more["split"], more["n"]) == ("train", 3)
+        assert not set(more["scores"]) & set(run.ctx.pool.get(best).val_scores)  # examples it was not validated on
 
         status = await client.request("steering")
-        assert [a["act"] for a in status["history"]] == ["guide", "reeval", "reevaluated"]
+        assert [a["act"] for a in status["history"]] == ["guide", "reeval", "reevaluated", "reeval", "reevaluated"]
         assert status["guidance"][0]["left"] == 2
         rows = _steering_rows(db, run.ctx.run_id)
-        assert [r[1] for r in rows] == ["guide", "reeval", "reevaluated"]
+        assert [r[1] for r in rows] == ["guide", "reeval", "reevaluated", "reeval", "reevaluated"]
         assert rows[1][3] == "control" and rows[2][3] == "engine"
     finally:
         await client.close()
