@@ -86,9 +86,9 @@ def load(name: str) -> tuple[str, Suite, dict[str, Record]]:
         raise SuiteError(f"cannot read the suite file {path}: {exc.strerror}") from None
     except tomllib.TOMLDecodeError as exc:
         raise SuiteError(f"{path} is not valid TOML: {exc}") from None
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        raise SuiteError(f"{path}: {'.'.join(map(str, first['loc']))}: {first['msg']}") from None
+    except ValidationError as exc:  # every problem on the one line
+        raise SuiteError(f"{path}: " + "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}"
+                                                 for e in exc.errors())) from None
     if not wanted and len(data.suite) == 1:
         wanted = next(iter(data.suite))
     if wanted not in data.suite:
