@@ -72,13 +72,10 @@ class IslandsView:
 def island_options(strategy: Mapping[str, Any]) -> Mapping[str, Any] | None:
     """The [strategy.loongflow] options when the strategy runs islands, else None.
     `strategy` is the run config's strategy table (name, loongflow, contextevolve)."""
-    name = strategy.get("name")
-    selection = (strategy.get("contextevolve") or {}).get("selection")
-    if name == "loongflow" or (name == "contextevolve" and selection == "islands"):
-        from engine.strategy_config import upgrade_stored_strategy
+    from engine.strategy.registry import island_options as declared
+    from engine.strategy_config import upgrade_stored_strategy
 
-        return upgrade_stored_strategy(strategy).get("loongflow") or {}
-    return None
+    return declared(upgrade_stored_strategy(strategy))  # each strategy says whether it runs islands
 
 
 def build_islands_view(strategy: Mapping[str, Any], artifacts: Iterable[Artifact]) -> IslandsView | None:

@@ -220,17 +220,23 @@ def _main(argv: list[str] | None) -> int:
 
 def _strategies(args: argparse.Namespace) -> int:
     from engine.strategy import SearchParams, entries
-    from engine.strategy.registry import DEFAULT_FOR_KIND
+    from engine.strategy.registry import DEFAULT_FOR_KIND, problems
 
     listed = entries()
     width = max(len(e.name) for e in listed)
     for entry in listed:
         kinds = [k for k, name in DEFAULT_FOR_KIND.items() if name == entry.name]
         default = f"  [default for {' and '.join(kinds)} tasks]" if kinds else ""
-        print(f"{entry.name:<{width}}  {entry.summary}{default}")
+        origin = f"  (plug-in: {entry.origin})" if entry.origin != "evotui" else ""
+        print(f"{entry.name:<{width}}  {entry.summary}{default}{origin}")
         if args.verbose:
-            for line in entry.factory(SearchParams()).describe():
+            defaults = entry.options().model_dump() if entry.options is not None else {}
+            for line in entry.factory(SearchParams(options={entry.name: defaults})).describe():
                 print(f"{'':<{width}}    {line}")
+            if defaults:
+                print(f"{'':<{width}}    options: [strategy.{entry.name}] {', '.join(defaults)}")
+    for problem in problems():
+        print(f"evotui: warning: {problem}", file=sys.stderr)
     return 0
 
 

@@ -57,17 +57,22 @@ async def _runs(store: Store, args: argparse.Namespace) -> int:
 
 
 def _islands(record) -> tuple[list[dict], list[dict]] | None:
-    """The loongflow archive's islands, rebuilt from the stored artifacts by the same fold the
-    run used (engine/selection/islands.py), so they equal the live run's; None for other strategies."""
-    strategy = (record.summary or {}).get("strategy") or (record.config.get("strategy") or {}).get("name")
-    if strategy != "loongflow":
+    """The islands of a run whose strategy declares an island archive, rebuilt from the stored
+    artifacts by the same fold the run used (engine/selection/islands.py), so they equal the live
+    run's; None for other strategies."""
+    from engine.islands_view import island_options
+
+    table = dict(record.config.get("strategy") or {})
+    table["name"] = (record.summary or {}).get("strategy") or table.get("name")  # None in config: the kind's default
+    options = island_options(table)
+    if options is None:
         return None
-    from engine.strategy_config import LoongFlowConfig, upgrade_stored_strategy
     from engine.run_state import artifact_from_row
     from engine.selection.islands import IslandArchive, IslandSettings
     from engine.strategy.boltzmann import island_tau
+    from engine.strategy.loongflow import LoongFlowOptions
 
-    opts = LoongFlowConfig(**(upgrade_stored_strategy(record.config.get("strategy") or {}).get("loongflow") or {}))
+    opts = LoongFlowOptions(**options)
     settings = IslandSettings(opts.islands, opts.migration_interval, opts.migration_share, opts.bins,
                               opts.population_cap, opts.migration_threshold, opts.migration_trigger)
     archive = IslandArchive(settings, [artifact_from_row(a) for a in record.artifacts])

@@ -61,7 +61,7 @@ DESCRIPTION_CHARS = 1500
 
 @dataclass(frozen=True)
 class ContextEvolveSettings:
-    """[strategy.contextevolve] (engine/strategy_config.py: ContextEvolveConfig validates and mirrors it)."""
+    """[strategy.contextevolve] (engine/strategy/contextevolve.py: ContextEvolveOptions validates and mirrors it)."""
 
     selection: str = "tournament"
     navigator_samples: int = 6

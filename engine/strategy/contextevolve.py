@@ -13,10 +13,13 @@ population (a decline is a transition the Navigator learns from). Parent selecti
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
-from typing import Mapping
+from typing import Any, Literal, Mapping
+
+from pydantic import Field
 
 from engine.pool import Artifact
 from engine.selection.islands import IslandSettings
+from engine.service_config import StrictModel
 from engine.strategy.boltzmann import BoltzmannIslandSelector
 from engine.strategy.context_agents import ContextAgents, ContextEvolveSettings
 from engine.strategy.parts import ParetoSelector, Population, TournamentSelector
@@ -41,8 +44,41 @@ class AgentContext:
         return []
 
 
+class ContextEvolveOptions(StrictModel):
+    """The contextevolve strategy's agents and selection ([strategy.contextevolve]; README "Strategies").
+    Mirrors engine/strategy/context_agents.py: ContextEvolveSettings."""
+
+    selection: Literal["tournament", "pareto", "islands"] = "tournament"
+    """Parent selection: OpenEvolve's elite tournament, GEPA's Pareto front, or LoongFlow's islands
+    (with the [strategy.loongflow] island settings)."""
+    navigator_samples: int = Field(6, ge=1)
+    """Transitions (parent -> child) the Navigator reads per call."""
+    weight_improvement: float = Field(0.5, ge=0)
+    weight_mixed: float = Field(0.2, ge=0)
+    weight_decline: float = Field(0.3, ge=0)
+    """Category weights of the Navigator's sample (one decline is always in it when there is any)."""
+    guidance_refresh: int = Field(4, ge=0)
+    """Items made within this many pool versions of the newest guidance reuse it; 0: every item asks."""
+    exemplars: int = Field(3, ge=0)
+    """Exemplars the Sampler picks."""
+    sampler_candidates: int = Field(24, ge=1)
+    """Artifacts the Sampler chooses among (the best half and the newest half)."""
+    workers: int = Field(2, ge=1)
+    """Workers of each agent's stage."""
+    exemplars_as_code: bool = False
+    """Also put an excerpt of each exemplar's code (its EVOLVE-BLOCK, at most 1500 characters) in the
+    generator's prompt; false: exemplars are summaries and change digests only (fewer tokens)."""
+
+
+def island_options(strategy: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """With selection "islands", loongflow's island ring and its [strategy.loongflow] settings."""
+    if (strategy.get("contextevolve") or {}).get("selection") != "islands":
+        return None
+    return strategy.get("loongflow") or {}
+
+
 def settings_from(options: Mapping[str, object]) -> ContextEvolveSettings:
-    # engine/strategy_config.py (ContextEvolveConfig) validated these; a run built without a config has none.
+    # ContextEvolveOptions validated these (the run's config); a run built without a config has none.
     known = {f.name for f in fields(ContextEvolveSettings)}
     return ContextEvolveSettings(**{k: v for k, v in options.items() if k in known})  # type: ignore[arg-type]
 
@@ -59,7 +95,7 @@ def selector_for(selection: str, params: SearchParams) -> ParentSelector:
     raise ValueError(f"[strategy.contextevolve] selection must be one of {', '.join(SELECTIONS)}, not {selection!r}")
 
 
-@register("contextevolve", SUMMARY)
+@register("contextevolve", SUMMARY, options=ContextEvolveOptions, island_options=island_options)
 def contextevolve(params: SearchParams) -> Strategy:
     settings = settings_from(params.options.get("contextevolve", {}))
     agents = ContextAgents(settings)

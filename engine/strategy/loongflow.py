@@ -8,9 +8,12 @@ evaluation (pes.py); `pes = false` leaves the kind's plain proposal."""
 
 from __future__ import annotations
 
-from typing import Mapping
+from typing import Any, Literal, Mapping
+
+from pydantic import Field
 
 from engine.selection.islands import IslandSettings
+from engine.service_config import StrictModel
 from engine.strategy.boltzmann import BoltzmannIslandSelector, IslandElites
 from engine.strategy.executor import ExecutorSpec
 from engine.strategy.parts import Population
@@ -26,12 +29,62 @@ ISLAND_KEYS = ("islands", "migration_interval", "migration_share", "bins", "popu
 SELECTOR_KEYS = ("temperature_rule", "tau_base", "explore_prob", "stagnation_k")
 
 
+class LoongFlowOptions(StrictModel):
+    """The loongflow strategy's archive and selection ([strategy.loongflow]; README "Strategies")."""
+
+    islands: int = Field(3, ge=1)
+    """Islands in a ring; children stay in the island their parent was picked in."""
+    migration_interval: int = Field(10, ge=1)
+    """Every this many committed artifacts the ring's neighbours are compared for migration."""
+    migration_threshold: float = Field(0.1, ge=0, le=1)
+    """Elites migrate along a ring edge only when its islands' diversity (normalised cell entropy,
+    engine/selection/island_migration.py) differs by more than this (the paper sets no value)."""
+    migration_trigger: Literal["diversity", "interval"] = "diversity"
+    """diversity: LoongFlow §4.2.1 (above); interval: every island's top elites join both ring
+    neighbours every `migration_interval` commits (the earlier behaviour, OpenEvolve's)."""
+    migration_share: float = Field(0.2, gt=0, le=1)
+    """The share of an island's elites that migrates (at least one)."""
+    bins: int | None = Field(None, ge=1)
+    """MAP-Elites bins per feature dimension; None: the integer square root of the island's size."""
+    population_cap: int = Field(30, ge=1)
+    """Members per island; the worst non-elites are evicted first, the global best never."""
+    temperature_rule: Literal["paper", "released_code"] = "paper"
+    """How the Boltzmann temperature follows an island's diversity (engine/strategy/boltzmann.py)."""
+    tau_base: float = Field(1.0, gt=0)
+    explore_prob: float = Field(0.1, ge=0, le=1)
+    """Chance of a uniform pick among the island's members (doubled while the island stagnates)."""
+    stagnation_k: int = Field(10, ge=1)
+    """An island whose best has not improved over this many commits stagnates."""
+    inspirations: int = Field(3, ge=0)
+    """The island's top elites shown to the proposer besides the parent."""
+    pes: bool = True
+    """Plan-Execute-Summarize: a planner stage before each proposal, a summarizer after its
+    evaluation (engine/strategy/pes.py); false: the kind's plain proposal."""
+    lineage_depth: int = Field(4, ge=1)
+    """Generations the planner reads: the parent and its first-parent ancestors."""
+    planner_workers: int = Field(4, ge=1)
+    summarizer_workers: int = Field(4, ge=1)
+    executor: Literal["chat", "react", "fuse"] = "react"
+    """The executor variant (engine/strategy/executor.py): chat proposes in one pass; react checks a
+    program candidate locally (parse, compile, imports; nothing run) and asks for repairs; fuse is
+    chat below `fuse_threshold` and react from it on."""
+    executor_fix_rounds: int = Field(2, ge=0)
+    """Repair calls per proposal at most (the paper gives none; 2 is the released code's react_max_steps)."""
+    fuse_threshold: float = 0.9
+    """fuse: the parent score from which the executor checks and repairs (the released code's 0.9)."""
+
+
+def island_options(strategy: Mapping[str, Any]) -> Mapping[str, Any]:
+    """loongflow always runs islands: its [strategy.loongflow] table."""
+    return strategy.get("loongflow") or {}
+
+
 def _options(params: SearchParams) -> Mapping[str, object]:
-    # engine/strategy_config.py (LoongFlowConfig) validated these; a run built without a config has none.
+    # LoongFlowOptions validated these (the run's config); a run built without a config has none.
     return params.options.get("loongflow", {})
 
 
-@register("loongflow", SUMMARY)
+@register("loongflow", SUMMARY, options=LoongFlowOptions, island_options=island_options)
 def loongflow(params: SearchParams) -> Strategy:
     opts = _options(params)
     settings = IslandSettings(**{k: opts[k] for k in ISLAND_KEYS if k in opts})  # type: ignore[arg-type]
