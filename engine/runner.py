@@ -66,6 +66,7 @@ class EngineRun:
         if ctx.local_server is not None:  # a dead managed server stops the run (resumable)
             ctx.local_server.watch(self.stop)
         self.pipeline_s = 0.0
+        self._seed_scoring: asyncio.Future | None = None
         self.lease: Lease | None = None
         self.warnings: list[str] = []
         """Problems found after the event bus closed, for the front end to show."""
@@ -217,6 +218,10 @@ class EngineRun:
 
     def stop(self, reason: str = "stopped") -> None:
         self.orchestrator.stop(reason)
+        if self._seed_scoring is not None:
+            # The seed is scored before the orchestrator runs: a slow seed evaluation is killed
+            # now (the sandbox's grace), not awaited, so a second Ctrl+C / SIGTERM ends the run.
+            self._seed_scoring.cancel()
 
     def set_workers(self, stage: str, n: int) -> int:
         """Resize a stage's worker set (within its bounds); returns the new target."""
@@ -320,11 +325,19 @@ class EngineRun:
         """The seed's evaluation, cut at the end of the deadline's grace (False: cut; a resume
         evaluates the seed again). Only the scoring is cut: a scored seed is always saved."""
         deadline = self.orchestrator.deadline_for()
-        scoring = self.orchestrator.handlers.evaluate_seed()
-        if deadline is None:
-            await scoring
-        elif not (await deadline.within(scoring, {"item_id": "seed", "stage": "evaluate"}))[0]:
-            return False
+        scoring = self._seed_scoring = asyncio.ensure_future(self.orchestrator.handlers.evaluate_seed())
+        try:
+            if deadline is None:
+                await scoring
+            elif not (await deadline.within(scoring, {"item_id": "seed", "stage": "evaluate"}))[0]:
+                return False
+        except asyncio.CancelledError:
+            if asyncio.current_task().cancelling() or not scoring.cancelled():
+                raise  # this task itself is being cancelled
+            # stop() cancelled the scoring: the orchestrator, already stopped, ends the run
+            # as interrupted and a resume scores the seed again.
+        finally:
+            self._seed_scoring = None
         self.orchestrator.recorder.save_run_state()
         await self.ctx.store.flush()
         return True
