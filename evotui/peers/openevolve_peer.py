@@ -6,8 +6,8 @@ OpenEvolve's `Config()` defaults with the repository's default `parallel_evaluat
 (configs/default_config.yaml; the dataclass default is 1), the simulated endpoint as its one
 model, and the bench's seed. The evaluation file hands each program to evotui's sandbox with
 the task's limits (LLM-written code never runs unconfined) and appends one line per evaluation
-to a log, from which the pipeline time (after the initial program's evaluation, as evotui's)
-and the best score over time are read.
+to a log, from which the pipeline time (after the initial program's evaluation, as evotui's),
+the best score over time and the best program (the suite re-scores it held out) are read.
 """
 
 from __future__ import annotations
@@ -37,7 +37,8 @@ def evaluate(program_path):
     text = pathlib.Path(program_path).read_text()
     res = asyncio.run(Sandbox(LIMITS, concurrency=1).evaluate(EVALUATOR, text, mode={mode!r}))
     score = res.score if res.ok and res.score is not None else 0.0
-    line = json.dumps({{"t": time.time(), "score": score, "ok": res.ok, "initial": text == INITIAL}}) + "\\n"
+    line = json.dumps({{"t": time.time(), "score": score, "ok": res.ok, "initial": text == INITIAL,
+                        "text": text}}) + "\\n"
     fd = os.open(LOG, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
     try:
         os.write(fd, line.encode())
@@ -83,12 +84,13 @@ def run(task: ProgramTask, url: str, seed: int, proposals: int, time_scale: floa
     rows = [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
     seeds = [r for r in rows if r["initial"]]
     t0 = seeds[0]["t"] if seeds else t_start
-    history, best = [], None
+    history, best, best_text = [], None, None
     for r in sorted(rows, key=lambda r: r["t"]):
         if best is None or r["score"] > best:
-            best = r["score"]
+            best, best_text = r["score"], r["text"]
             history.append([max(0.0, r["t"] - t0), best])
     evaluated = sum(1 for r in rows if not r["initial"])
     return {"proposals": proposals, "evaluated": evaluated, "pipeline_minutes": (t_end - t0) * time_scale / 60.0,
             "wall_s": t_end - t0, "best_score": best, "seed_score": seeds[0]["score"] if seeds else None,
-            "accepted": evaluated, "best_history": history, "parallel_evaluations": PARALLEL_EVALUATIONS}
+            "accepted": evaluated, "best_history": history, "parallel_evaluations": PARALLEL_EVALUATIONS,
+            "best_text": best_text}
