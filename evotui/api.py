@@ -6,11 +6,16 @@ components_to_update)` returning {component name: [record dict, ...]}; an option
 `propose_new_texts(candidate, reflective_dataset, components_to_update)` replaces the reflection
 LLM. The run is an ordinary evotui run (SQLite database, budgets, `evotui show` / `attach`);
 the result carries GEPA's field names. Bad input raises ValueError with the reason.
+
+`strategy` is a name (`evotui strategies`, installed plug-ins included) or an
+engine.strategy.Strategy the caller composed; an instance runs under its own name, which the run
+records (resuming such a run from the command line needs a strategy of that name installed).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import math
 import warnings
 from pathlib import Path
@@ -19,6 +24,8 @@ from typing import Any, Sequence
 from engine.components import NAME, has_header_line
 from engine.config import SIM_URL
 from engine.runner import EngineRun, SetupError
+from engine.strategy import Strategy
+from engine.strategy.registry import instance_scope
 from engine.tasks.adapter_task import AdapterTask, seed_components
 from evotui.api_result import OptimizeResult, pareto_front, run_counts
 from evotui.control import ControlServer, socket_path
@@ -67,11 +74,21 @@ def _layers(reflection_llm: str, model: str | None, api_key_env: str | None, max
     return [("evotui.optimize", layer), *([("config", config)] if config else [])]
 
 
+def _strategy_choice(strategy: Any) -> tuple[str | None, Strategy | None]:
+    """(the name the config records, the instance to run or None) for optimize's `strategy`."""
+    if strategy is None or isinstance(strategy, str):
+        return strategy, None
+    if isinstance(strategy, Strategy):
+        return strategy.name, strategy
+    raise ValueError(f"strategy must be a strategy name (see `evotui strategies`) or an engine.strategy.Strategy, "
+                     f"not a {type(strategy).__name__}")
+
+
 async def optimize_async(seed_candidate: dict[str, str], trainset: Sequence[Any], valset: Sequence[Any], adapter: Any,
                          *, reflection_llm: str = "sim", model: str | None = None, api_key_env: str | None = None,
                          max_metric_calls: int | None = None, max_proposals: int | None = None,
                          max_wall_s: float | None = None, mode: str = "async", policy: str = "full",
-                         strategy: str | None = None, db: str | Path = "evotui.db", seed: int = 0,
+                         strategy: str | Strategy | None = None, db: str | Path = "evotui.db", seed: int = 0,
                          minibatch_size: int = 3, perfect_score: float | None = 1.0, name: str = "adapter",
                          description: str = "", config: dict | None = None,
                          component_types: dict[str, str] | None = None,
@@ -80,6 +97,7 @@ async def optimize_async(seed_candidate: dict[str, str], trainset: Sequence[Any]
     tool_code, agent_config or text) and `frozen_regions` (name -> exact texts every edit keeps)
     type the seed's components as a task.toml's [[component]] blocks do."""
     _check_inputs(seed_candidate, trainset, valset, adapter, max_metric_calls, max_proposals)
+    strategy_name, instance = _strategy_choice(strategy)
     own = getattr(adapter, "propose_new_texts", None)
     task = AdapterTask(name=name, description=description, train=list(trainset), val=list(valset),
                        seed_components=seed_components(seed_candidate, component_types, frozen_regions),
@@ -87,9 +105,15 @@ async def optimize_async(seed_candidate: dict[str, str], trainset: Sequence[Any]
                        propose_new_texts=own if callable(own) else None,
                        max_score=math.inf if perfect_score is None else float(perfect_score))
     layers = _layers(reflection_llm, model, api_key_env, max_metric_calls, max_proposals, max_wall_s, mode, policy,
-                     strategy, seed, minibatch_size, config)
+                     strategy_name, seed, minibatch_size, config)
+    # The run's tasks start inside the scope and keep it, so each build of the name finds the instance.
+    with instance_scope(instance) if instance is not None else contextlib.nullcontext():
+        return await _optimize(task, layers, Path(db), seed)
+
+
+async def _optimize(task: AdapterTask, layers: list[tuple[str, dict]], db: Path, seed: int) -> OptimizeResult:
     try:
-        run = await EngineRun.create_from_task(task, layers, Path(db))
+        run = await EngineRun.create_from_task(task, layers, db)
     except SetupError as exc:
         raise ValueError(str(exc)) from None
     # The control socket, as `evotui run` serves it: `evotui attach` watches and steers the run
@@ -105,7 +129,7 @@ async def optimize_async(seed_candidate: dict[str, str], trainset: Sequence[Any]
         # exit code 2 is bad input (a broken adapter); anything else is the run's own failure.
         error = ValueError if outcome.exit_code == 2 else RuntimeError
         raise error(f"run {run.ctx.run_id} failed: {outcome.reason}")
-    return await _result(run, outcome.status, outcome.reason, Path(db), seed)
+    return await _result(run, outcome.status, outcome.reason, db, seed)
 
 
 def optimize(seed_candidate: dict[str, str], trainset: Sequence[Any], valset: Sequence[Any], adapter: Any,
