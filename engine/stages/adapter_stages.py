@@ -32,7 +32,7 @@ from engine.stages.base import KindHandlers
 from engine.stages.example_kinds import ExampleKindMixin
 from engine.stages.prompt_repair import StaleRepairMixin
 from engine.stages.prompt_stages import TOKENS_PER_CALL_PRIOR, evaluation_rows
-from engine.strategy.protocols import Strategy
+from engine.strategy.protocols import Evidence, Strategy
 from engine.tasks.adapter_task import as_candidate
 
 SHOWN_CHARS = 300
@@ -278,17 +278,19 @@ class AdapterStages(PinnedParents, StaleRepairMixin, ExampleKindMixin, KindHandl
         candidate = as_candidate(parts)
         if self.strategy.acceptance.gated:
             ctx.bus.publish(ev.EvaluationStart(item_id=item.item_id, split="minibatch", n_examples=len(item.minibatch)))
+            parent_side = self.rollout_side(item)
             if item.payload.get("parent_mb_of") != parent.artifact_id:
                 # Rebased by reflection onto another parent: the gate needs that parent's scores.
                 _, base = await self.run_batch(as_candidate(parent.parts), item.minibatch, False)
                 item.payload["parent_mb"] = [t["score"] for t in base]
                 item.payload["parent_mb_of"] = parent.artifact_id
+                parent_side = Evidence.of_traces(base)
             _, mb = await self.run_batch(candidate, item.minibatch, False)
             child_sum = sum(t["score"] for t in mb)
             item.payload["child_mb"] = [t["score"] for t in mb]
             ctx.bus.publish(ev.EvaluationEnd(item_id=item.item_id, split="minibatch",
                                              score=child_sum / max(1, len(mb))))
-            refused = self.gate(child_sum, sum(item.payload["parent_mb"]), item)
+            refused = self.gate(Evidence.of_traces(mb), parent_side, item)
             if refused is not None:
                 self._reject(item, f"minibatch gate: {refused}")
                 return None

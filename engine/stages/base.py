@@ -18,7 +18,7 @@ from engine.selection import merge
 from engine.steering import live as steering
 from engine.stages.strategy_stages import (KindEnv, ended, fresh_notes, guidance_keys, stage_specs, strategy_calls,
                                            with_guidance)
-from engine.strategy.protocols import Pick, Strategy
+from engine.strategy.protocols import Evidence, Pick, Strategy
 
 
 class KindHandlers:
@@ -88,9 +88,16 @@ class KindHandlers:
     def merge_weights(self) -> dict[str, int]:
         return dict(self.strategy.selector.merge_weights(self.ctx.pool, self.instances))
 
-    def gate(self, child: float, parent: float, item: WorkItem) -> str | None:
+    def gate(self, child: Evidence, parent: Evidence, item: WorkItem) -> str | None:
         """None if the candidate passes the strategy's gate, else the reason."""
         return self.strategy.acceptance.verdict(child, parent, tie_passes=item.is_merge)
+
+    @staticmethod
+    def rollout_side(item: WorkItem) -> Evidence:
+        """The parent's side of a minibatch gate: its rollout traces (outputs and feedback too)."""
+        if "traces" in item.payload:
+            return Evidence.of_traces(item.payload["traces"])
+        return Evidence.of_scores(item.minibatch, item.payload["parent_mb"])
 
     # -- defaults of the SearchHandlers protocol ----------------------------------------------
     def admitted(self, item: WorkItem) -> None:

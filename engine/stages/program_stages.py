@@ -43,7 +43,7 @@ from engine.stages.base import KindHandlers
 
 SANDBOX_FAILURES = ("sandbox setup failed", "cannot start the evaluator process", "sandbox confinement failed")
 """Seed failures that are the sandbox's, not the program's (engine/sandbox/core.py)."""
-from engine.strategy.protocols import Strategy
+from engine.strategy.protocols import Evidence, Strategy
 
 TOKENS_PER_CALL_PRIOR = 3000.0
 SCORE_KEY = "combined_score"
@@ -329,7 +329,8 @@ class ProgramStages(KindHandlers):
             # stays in the metrics and in meta raw_score.
             item.payload["raw_score"] = score
             score = cycling.penalised(score, recycled["share"], self.settings.cycling_penalty)
-        refused = self.gate(score, self._parent_score(item), item) if self.strategy.acceptance.gated else None
+        refused = (self.gate(Evidence({"program": score}), Evidence({"program": self._parent_score(item)}), item)
+                   if self.strategy.acceptance.gated else None)
         if refused is not None:
             ctx.tally.rejected += 1
             reason = f"score gate: {refused}"

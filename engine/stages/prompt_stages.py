@@ -33,7 +33,7 @@ from engine.stages.chain import ChainMixin
 from engine.stages.example_kinds import ExampleKindMixin
 from engine.stages.prompt_repair import StaleRepairMixin
 from engine.stages.speculation import SpeculationMixin
-from engine.strategy.protocols import Strategy
+from engine.strategy.protocols import Evidence, Strategy
 from engine.tasks.prompt_task import TaskError
 
 TOKENS_PER_CALL_PRIOR = 1500.0
@@ -258,8 +258,9 @@ class PromptStages(PinnedParents, AuditMixin, SpeculationMixin, ChainMixin, Stal
             # validation examples are known; a tie passes (it unites two validated edits).
             m = item.merge
             mb = await self.run_examples(child, item.minibatch, "evaluate")
-            parent_sum = max(sum(ctx.pool.get(side).val_scores.get(ex, 0.0) for ex in item.minibatch)
-                             for side in (m.ours, m.theirs))
+            parent_side = max((Evidence.of_scores(item.minibatch, [ctx.pool.get(side).val_scores.get(ex, 0.0)
+                                                                   for ex in item.minibatch])
+                               for side in (m.ours, m.theirs)), key=lambda side: side.total)
         else:
             if item.payload.get("parent_mb_of") != item.parent_id:
                 # Rebased by reflection onto another parent: the gate needs that parent's scores.
@@ -270,13 +271,14 @@ class PromptStages(PinnedParents, AuditMixin, SpeculationMixin, ChainMixin, Stal
                 )
                 item.payload["parent_mb"] = [t["score"] for t in base]
                 item.payload["parent_mb_of"] = new_parent.artifact_id
+                parent_side = Evidence.of_traces(base)
             else:
                 mb = await self.run_examples(child, item.minibatch, "evaluate")
-            parent_sum = sum(item.payload["parent_mb"])
+                parent_side = self.rollout_side(item)
         child_sum = sum(t["score"] for t in mb)
         item.payload["child_mb"] = [t["score"] for t in mb]
         ctx.bus.publish(ev.EvaluationEnd(item_id=item.item_id, split="minibatch", score=child_sum / max(1, len(mb))))
-        refused = self.gate(child_sum, parent_sum, item)
+        refused = self.gate(Evidence.of_traces(mb), parent_side, item)
         if refused is not None:
             self.reject(item, f"minibatch gate: {refused}")
             return None

@@ -8,7 +8,7 @@ from typing import Mapping, Sequence
 
 from engine.pool import Artifact
 from engine.selection.pareto import front_weights, sample_parent
-from engine.strategy.protocols import Archive, Pick
+from engine.strategy.protocols import Archive, Evidence, Pick
 
 
 def _rank_key(a: Artifact) -> tuple[float, int]:
@@ -87,10 +87,34 @@ class ParentGate:
     name: str = "beat the parent on a minibatch, then full validation (GEPA)"
     gated: bool = True
 
-    def verdict(self, child: float, parent: float, *, tie_passes: bool) -> str | None:
-        if child > parent or (tie_passes and child == parent):
+    def verdict(self, child: Evidence, parent: Evidence, *, tie_passes: bool) -> str | None:
+        mine, theirs = child.total, parent.total
+        if mine > theirs or (tie_passes and mine == theirs):
             return None
-        return f"{child:.2f} {'<' if tie_passes else '<='} parent {parent:.2f}"
+        return f"{mine:.2f} {'<' if tie_passes else '<='} parent {theirs:.2f}"
+
+
+@dataclass(frozen=True)
+class NoExampleWorse:
+    """Per-example Pareto dominance: the candidate may lose no example its parent was scored on
+    and must gain on one (a merge may gain on none). A sum that rises by trading one example for
+    another is refused, so the gate keeps what the parent already solved."""
+
+    name: str = "no example worse and one better than the parent (per-example Pareto dominance)"
+    gated: bool = True
+
+    def verdict(self, child: Evidence, parent: Evidence, *, tie_passes: bool) -> str | None:
+        shared = [ex for ex in child.scores if ex in parent.scores]
+        if not shared:
+            return "no example scored on both sides"
+        worse = [ex for ex in shared if child.scores[ex] < parent.scores[ex]]
+        if worse:
+            ex = worse[0]
+            more = f" (and {len(worse) - 1} more)" if len(worse) > 1 else ""
+            return f"example {ex} got worse: {child.scores[ex]:.2f} < parent {parent.scores[ex]:.2f}{more}"
+        if tie_passes or any(child.scores[ex] > parent.scores[ex] for ex in shared):
+            return None
+        return f"no example better than the parent's ({len(shared)} equal)"
 
 
 @dataclass(frozen=True)
@@ -101,5 +125,5 @@ class Population:
     name: str = "every evaluated candidate joins the population (OpenEvolve)"
     gated: bool = False
 
-    def verdict(self, child: float, parent: float, *, tie_passes: bool) -> str | None:
+    def verdict(self, child: Evidence, parent: Evidence, *, tie_passes: bool) -> str | None:
         return None

@@ -78,6 +78,35 @@ class ContextBuilder(Protocol):
         ...
 
 
+@dataclass(frozen=True)
+class Evidence:
+    """One side of a gate: what a candidate (or its parent) did on the gate's examples (a prompt
+    or adapter task's minibatch; a program task's one score, under the id "program")."""
+
+    scores: Mapping[str, float]
+    """example id -> score."""
+    outputs: Mapping[str, str] = field(default_factory=dict)
+    """example id -> what the candidate answered, where the kind kept it."""
+    feedback: Mapping[str, str] = field(default_factory=dict)
+    """example id -> what the metric said about it, where it said anything."""
+
+    @property
+    def total(self) -> float:
+        return sum(self.scores.values())
+
+    @classmethod
+    def of_traces(cls, traces: Iterable[Mapping]) -> "Evidence":
+        """From a kind's traces (dicts with example_id, score and, when known, output and feedback)."""
+        traces = list(traces)
+        return cls({t["example_id"]: float(t["score"]) for t in traces},
+                   {t["example_id"]: str(t["output"]) for t in traces if t.get("output") is not None},
+                   {t["example_id"]: str(t["feedback"]) for t in traces if t.get("feedback")})
+
+    @classmethod
+    def of_scores(cls, ids: Sequence[str], scores: Sequence[float]) -> "Evidence":
+        return cls(dict(zip(ids, map(float, scores))))
+
+
 class Acceptance(Protocol):
     """Decides whether a proposal's candidate is worth its full evaluation / its archive place."""
 
@@ -86,8 +115,10 @@ class Acceptance(Protocol):
     """A gate evaluation (a minibatch for prompt tasks) runs first and must be passed; else the
     candidate goes straight to full evaluation and is admitted with whatever it scores."""
 
-    def verdict(self, child: float, parent: float, *, tie_passes: bool) -> str | None:
-        """None if the candidate passes its gate, else the reason it does not (summed scores)."""
+    def verdict(self, child: Evidence, parent: Evidence, *, tie_passes: bool) -> str | None:
+        """None if the candidate passes its gate, else the reason it does not. Both sides are per
+        example (scores, and outputs and feedback where the kind has them); `tie_passes` for a
+        merge, which unites two validated edits."""
         ...
 
 

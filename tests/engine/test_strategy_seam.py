@@ -10,7 +10,7 @@ import pytest
 from engine.pool import Artifact, Pool
 from engine.strategy import SearchParams, UnknownStrategy, build, entries
 from engine.strategy.parts import ParentGate, ParetoSelector, Population, TopAndDiverse, TournamentSelector
-from engine.strategy.protocols import Pick, StageView
+from engine.strategy.protocols import Evidence, Pick, StageView
 from engine.strategy.registry import register
 from tests.engine.fakes import completion, harness  # noqa: F401  (harness is a fixture)
 
@@ -35,11 +35,14 @@ def test_the_registry_names_both_shipped_strategies_and_refuses_unknown_and_dupl
 
 def test_the_parent_gate_needs_strict_improvement_except_for_merges() -> None:
     gate = ParentGate()
-    assert gate.verdict(2.0, 1.0, tie_passes=False) is None
-    assert gate.verdict(1.0, 1.0, tie_passes=False) == "1.00 <= parent 1.00"
-    assert gate.verdict(1.0, 1.0, tie_passes=True) is None
-    assert gate.verdict(0.5, 1.0, tie_passes=True) == "0.50 < parent 1.00"
-    assert Population().verdict(0.0, 1.0, tie_passes=False) is None and not Population().gated
+    def one(score: float) -> Evidence:
+        return Evidence({"ex": score})
+
+    assert gate.verdict(one(2.0), one(1.0), tie_passes=False) is None
+    assert gate.verdict(one(1.0), one(1.0), tie_passes=False) == "1.00 <= parent 1.00"
+    assert gate.verdict(one(1.0), one(1.0), tie_passes=True) is None
+    assert gate.verdict(one(0.5), one(1.0), tie_passes=True) == "0.50 < parent 1.00"
+    assert Population().verdict(one(0.0), one(1.0), tie_passes=False) is None and not Population().gated
 
 
 def test_pareto_on_one_score_picks_among_the_top_scorers() -> None:
