@@ -1,4 +1,5 @@
-"""Workarounds for two Textual 8.x hangs, applied when the TUI is imported.
+"""Workarounds for Textual 8.x defects (two hangs, a resize that is never seen), applied when
+the TUI is imported.
 
 A toast whose notification expires between the moment the toast rack builds it and the moment it
 is mounted (screens re-mount the toasts of live notifications, e.g. after a screen switch) asks
@@ -63,3 +64,33 @@ def _tolerant_run(self: WriterThread) -> None:
 
 if WriterThread.run.__name__ != _tolerant_run.__name__:
     WriterThread.run = _tolerant_run
+
+
+# -- a resize must reach the app even with COLUMNS/LINES in the environment ------------------
+# LinuxDriver reads the size with shutil.get_terminal_size(), which believes COLUMNS and LINES
+# when they are set (exported by some shells and profiles, by `script`, by test harnesses): every
+# SIGWINCH then reports the size the process started with, and the app lays out for it while the
+# terminal has another (panels overlap, the footer is off screen). The terminal's own size,
+# asked of the tty, comes first; the environment only when there is no tty to ask.
+
+from textual.drivers.linux_driver import LinuxDriver  # noqa: E402
+
+
+def _tty_size(self: LinuxDriver) -> tuple[int, int]:
+    import os
+
+    for fd in (self._file.fileno() if hasattr(self._file, "fileno") else None, 0):
+        if fd is None:
+            continue
+        try:
+            size = os.get_terminal_size(fd)
+        except (OSError, ValueError):
+            continue
+        if size.columns and size.lines:
+            return size.columns, size.lines
+    return _original_size(self)
+
+
+if LinuxDriver._get_terminal_size.__name__ != _tty_size.__name__:
+    _original_size = LinuxDriver._get_terminal_size
+    LinuxDriver._get_terminal_size = _tty_size

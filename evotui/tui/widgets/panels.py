@@ -233,7 +233,16 @@ class ScoresPanel(Panel):
 class StatusBar(QuietStatic):
     """One line on every screen: run state (in words), simulated banner, source, pending reviews."""
 
+    _last: tuple[Frame | None, str] | None = None
+
+    def on_resize(self, event) -> None:
+        """The short or long form follows the new width at once, not at the sampler's next
+        frame (seconds away on a busy loop: the long form was cut at 80 columns till then)."""
+        if self._last is not None:
+            self.show(*self._last, width=self.app.size.width)
+
     def show(self, frame: Frame | None, selected: str = "", width: int = 160) -> None:
+        self._last = (frame, selected)
         if frame is None:
             self.show_markup("[$text-muted]waiting for the run...[/]")
             return
