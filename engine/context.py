@@ -17,7 +17,7 @@ from engine.events import EventBus
 from engine.llm.client import LLMClient
 from engine.staleness import StalenessPolicy
 from engine.pool import Pool
-from engine.run_state import ChainState, MergeState, ProgramCounters, RunState, Tally
+from engine.run_state import ChainState, KeepsState, MergeState, ProgramCounters, RunState, Tally, part_states
 from engine.selection.pareto import MinibatchSampler, restore_rng, rng_state
 from engine.selection.val_order import ValidationOrder
 from engine.steering.state import SteeringState
@@ -99,6 +99,8 @@ class RunContext:
     """Found while setting the run up (an endpoint's preflight notices); front ends print them once."""
     steering: SteeringState = field(default_factory=SteeringState)
     """The operator's guidance, pins and bans (engine/steering/); a resume replays its rows."""
+    state_parts: tuple[KeepsState, ...] = ()
+    """The strategy's parts with state of their own, saved with the run state (run_setup.construct_run)."""
 
     def elapsed(self) -> float:
         return time.monotonic() - self.started_mono
@@ -114,6 +116,8 @@ class RunContext:
         s.rng = rng_state(self.rng)
         s.sampler = self.sampler.state()
         s.val_order = self.val_order.state() if self.val_order is not None else None
+        if self.state_parts:
+            s.strategy = part_states(self.state_parts)
         s.budget = self.budget.counters(self.elapsed())
         s.budget_limits = self.budget.limits_dict()
         return s

@@ -28,7 +28,7 @@ from engine.llm.routing import RoutedClient
 from engine.llm.sim import sim_transport
 from engine.pipeline.modes import mode_named
 from engine.pool import Pool
-from engine.run_state import RunState, artifact_from_row, change_from_row
+from engine.run_state import RunState, artifact_from_row, change_from_row, restore_part_states, strategy_parts
 from engine.pricing import PriceError
 from engine.selection.pareto import MinibatchSampler
 from engine.spend import SpendMeter
@@ -58,7 +58,11 @@ async def construct_run(cls: type[EngineRun], ctx: RunContext, db_path: Path, si
     store close before the error goes on, so the process can exit (a live writer thread would
     keep it waiting); a ValueError is a setup problem whose message says what to change."""
     try:
-        return cls(ctx, db_path, sim_state, resumed=resumed, backlog=backlog)
+        run = cls(ctx, db_path, sim_state, resumed=resumed, backlog=backlog)
+        # The strategy's own state (a round-robin turn) is saved with the run's and comes back here.
+        ctx.state_parts = strategy_parts(run.strategy)
+        restore_part_states(ctx.state_parts, ctx.state.strategy)
+        return run
     except BaseException as exc:
         for client in {id(c): c for c in (ctx.task_llm, ctx.reflection_llm)}.values():
             await client.aclose()
@@ -127,14 +131,15 @@ async def build_context(run_id: str, config: RunConfig, task: PromptTask, store:
 
     def make(ep: EndpointConfig, name: str) -> LLMClient:
         _api_key_check(ep)
+        salt = str(config.seed)  # simulated replies are a function of the run seed (engine/llm/draws.py)
         if ep.url == LOCAL_URL:
-            client = LLMClient(client_endpoint(ep, local), name=name, on_call=sink)
+            client = LLMClient(client_endpoint(ep, local), name=name, on_call=sink, draw_salt=salt)
         elif ep.url == SIM_URL:
-            client = LLMClient(ep, name=name, transport=transport, on_call=sink)  # base: SIM_BASE_URL
+            client = LLMClient(ep, name=name, transport=transport, on_call=sink, draw_salt=salt)  # base: SIM_BASE_URL
         elif ep.endpoints:
             client = RoutedClient(ep, name=name, on_call=sink)
         else:
-            client = LLMClient(ep, name=name, on_call=sink)
+            client = LLMClient(ep, name=name, on_call=sink, draw_salt=salt)
         clients.append(client)
         return client
 

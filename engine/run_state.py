@@ -7,16 +7,17 @@ attach builds its snapshot from the same stored state (engine/snapshot.py).
 
 Stored form: two runs columns, kept key-compatible with the previous release so its runs still
 resume and its readers still find what they read:
-  rng_state_json  {"rng", "sampler", "val_order", "item_seq", "merges", "chain"}
+  rng_state_json  {"rng", "sampler", "val_order", "item_seq", "merges", "chain", "strategy"}
   counters_json   {"budget", "tally", "gap_histogram", "staleness_counts", "program", "budget_limits"}
-The last four keys are new (issue 11); a state saved without them loads them empty.
+The last four keys are new (issue 11); a state saved without them loads them empty. "strategy"
+holds what a strategy's parts keep between picks (KeepsState below); absent = start them fresh.
 """
 
 from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping, Protocol, runtime_checkable
 
 from engine.components import from_json as components_from_json
 from engine.pool import Artifact, PoolChange
@@ -94,7 +95,7 @@ class MergeState:
 
 @dataclass
 class ChainState:
-    """mode chain: the newest head that chains build on (engine/stages/chain.py)."""
+    """mode chain: the newest head that chains build on (engine/capabilities/gated_chain.py)."""
 
     head_text: str = ""
     head_base: str = ""
@@ -152,18 +153,22 @@ class ProgramCounters:
     filter_counts: Counter = field(default_factory=Counter)
     """Children each cheap filter turned away, by kind (engine/code/filters.py KINDS); the
     ProgramFilters of the run count into this Counter."""
+    failures: Iterable[str] = field(default_factory=list)
+    """The recent failed attempts the proposer is shown (the stage handler bounds them): kept
+    here so a resumed run's next proposal request is the one the uninterrupted run sent."""
 
     def to_dict(self) -> dict:
         return {"patch_retries": self.patch_retries, "tolerant_blocks": self.tolerant_blocks,
-                "filters": dict(self.filter_counts)}
+                "filters": dict(self.filter_counts), "failures": list(self.failures)}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "ProgramCounters":
         return cls(int(d.get("patch_retries", 0)), int(d.get("tolerant_blocks", 0)),
-                   Counter({str(k): int(v) for k, v in (d.get("filters") or {}).items()}))
+                   Counter({str(k): int(v) for k, v in (d.get("filters") or {}).items()}),
+                   [str(f) for f in d.get("failures") or ()])
 
 
-_GENERATOR_KEYS = ("rng", "sampler", "val_order", "item_seq", "merges", "chain")
+_GENERATOR_KEYS = ("rng", "sampler", "val_order", "item_seq", "merges", "chain", "strategy")
 """Keys stored in runs.rng_state_json; the rest of to_dict() goes to runs.counters_json."""
 
 
@@ -190,6 +195,8 @@ class RunState:
     """engine.selection.pareto.rng_state of the run's RNG; None = never saved (start fresh)."""
     sampler: dict | None = None
     val_order: dict | None = None
+    strategy: dict | None = None
+    """The strategy parts' own state by state_key (part_states); None = never saved."""
 
     def to_dict(self) -> dict:
         """JSON-ready; gap keys become strings (JSON object keys), from_dict turns them back."""
@@ -205,7 +212,7 @@ class RunState:
             "budget_limits": dict(self.budget_limits),
         }
         # Absent rather than null, as the previous release wrote them.
-        for key in ("rng", "sampler", "val_order"):
+        for key in ("rng", "sampler", "val_order", "strategy"):
             if getattr(self, key) is not None:
                 out[key] = getattr(self, key)
         return out
@@ -226,6 +233,7 @@ class RunState:
             rng=d.get("rng"),
             sampler=d.get("sampler"),
             val_order=d.get("val_order"),
+            strategy=d.get("strategy"),
         )
 
     def to_columns(self) -> dict[str, dict]:
@@ -238,6 +246,37 @@ class RunState:
     def from_columns(cls, rng_state: Mapping[str, Any] | None, counters: Mapping[str, Any] | None) -> "RunState":
         """From a decoded runs row's rng_state and counters (either may be NULL)."""
         return cls.from_dict({**(counters or {}), **(rng_state or {})})
+
+
+@runtime_checkable
+class KeepsState(Protocol):
+    """A strategy part with state of its own between picks (a round-robin turn): saved with the
+    run state under state_key, so a resumed run continues where the killed one was."""
+
+    state_key: str
+
+    def state(self) -> dict: ...
+
+    def restore(self, state: Mapping[str, Any]) -> None: ...
+
+
+def stateful_parts(parts: Iterable[object]) -> tuple[KeepsState, ...]:
+    return tuple(p for p in parts if isinstance(p, KeepsState))
+
+
+def strategy_parts(strategy) -> tuple[KeepsState, ...]:
+    """The parts of an engine.strategy Strategy that keep state (duck-typed: no strategy import here)."""
+    return stateful_parts((strategy.selector, strategy.context, strategy.acceptance, *strategy.stages))
+
+
+def part_states(parts: Iterable[KeepsState]) -> dict[str, dict]:
+    return {p.state_key: p.state() for p in parts}
+
+
+def restore_part_states(parts: Iterable[KeepsState], stored: Mapping[str, Any] | None) -> None:
+    for part in parts:
+        if stored and part.state_key in stored:
+            part.restore(stored[part.state_key])
 
 
 def artifact_from_row(row: Mapping[str, Any]) -> Artifact:

@@ -20,6 +20,7 @@ from collections.abc import Awaitable, Callable
 import httpx
 
 from engine.config import SIM_URL, EndpointConfig
+from engine.llm.draws import DRAW_HEADER, DrawKeys
 from engine.llm.errors import LLMError, bad_response, looks_like_html, one_line, status_error, transport_error
 from engine.llm.records import CallRecord, ChatResult
 from engine.llm.redact import redact_url, url_secrets
@@ -50,6 +51,7 @@ class LLMClient:
         on_call: Callable[[CallRecord], None] | None = None,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         rng: random.Random | None = None,
+        draw_salt: str = "",
     ) -> None:
         if base_url is None and cfg.url == SIM_URL:
             if transport is None:
@@ -75,6 +77,8 @@ class LLMClient:
         self._on_call = on_call
         self._sleep = sleep
         self._rng = rng or random.Random()
+        self._draws = DrawKeys(draw_salt)
+        """Keys a simulator seeds each reply from (engine/llm/draws.py): resumes reproduce replies."""
         self._sem = asyncio.Semaphore(cfg.max_concurrency)
         timeout = httpx.Timeout(
             connect=cfg.connect_timeout_s, read=cfg.read_timeout_s,
@@ -258,19 +262,21 @@ class LLMClient:
             payload["seed"] = seed
         if self._cfg.stream:
             payload["stream_options"] = {"include_usage": True}
+        # Taken before the semaphore: the order calls enter chat() is the order the caller made them.
+        headers = {**self._headers(stage), DRAW_HEADER: self._draws.key(self.name, stage, messages)}
         async with self._sem:
             self._in_flight += 1
             started_at, t0 = time.time(), time.perf_counter()
             shrunk = False
             retries = 0
             try:
-                reply, err, retries = await self._attempts(payload, self._headers(stage))
+                reply, err, retries = await self._attempts(payload, headers)
                 if reply is None and err is not None and err.kind == "context_overflow" and shrink is not None:
                     smaller = shrink(messages, err)
                     if smaller is not None and smaller != messages:
                         messages, shrunk = smaller, True
                         self._shrunk += 1
-                        reply, err, more = await self._attempts({**payload, "messages": smaller}, self._headers(stage))
+                        reply, err, more = await self._attempts({**payload, "messages": smaller}, headers)
                         retries += 1 + more
                         if err is not None and err.kind == "context_overflow":
                             err.message += " (still too long after shrinking the prompt once)"

@@ -11,6 +11,7 @@ engine overhead per proposal stays flat as the pool grows.
 
 from __future__ import annotations
 
+import hashlib
 import heapq
 import random
 from typing import Callable, Iterable, Mapping, Sequence
@@ -222,11 +223,22 @@ class MinibatchSampler:
         return batch
 
     def state(self) -> dict:
-        return {"order": self.order, "pos": self.pos}
+        # The generator too: without it a resumed run's next epoch repeats the first shuffle.
+        return {"order": self.order, "pos": self.pos, "rng": rng_state(self.rng)}
 
     def restore(self, state: dict) -> None:
         self.order = list(state.get("order", []))
         self.pos = int(state.get("pos", 0))
+        if state.get("rng") is not None:  # a state saved before the generator was kept has none
+            restore_rng(self.rng, state["rng"])
+
+
+def item_rng(seed: int, item_id: str | None, purpose: str) -> random.Random:
+    """A generator of one item's draws (its inspirations), from (run seed, item, purpose) alone:
+    the run's generator then moves only between items, where its state is saved, so an item
+    resumed past the stage that drew leaves it where the uninterrupted run left it."""
+    key = hashlib.blake2b(f"{seed}/{item_id or '-'}/{purpose}".encode(), digest_size=16).digest()
+    return random.Random(int.from_bytes(key, "big"))
 
 
 def rng_state(rng: random.Random) -> list:

@@ -9,12 +9,13 @@ from __future__ import annotations
 from typing import Sequence
 
 from engine.context import RunContext
-from engine.items import WorkItem
+from engine.items import WorkItem, current_item
 from engine.ledger import EvalRows, Ledger
 from engine.pipeline.modes import mode_named
 from engine.pipeline.spec import Spawn, StageSpec
 from engine.pool import Artifact
 from engine.selection import merge
+from engine.selection.pareto import item_rng
 from engine.steering import live as steering
 from engine.stages.strategy_stages import (KindEnv, ended, fresh_notes, guidance_keys, stage_specs, strategy_calls,
                                            with_guidance)
@@ -83,7 +84,10 @@ class KindHandlers:
         raise NotImplementedError
 
     def inspirations(self, parent: Artifact) -> list[Artifact]:
-        return self.strategy.context.inspirations(self.ctx.pool, parent, self.ctx.rng)
+        # The item's own generator: a resume that skips a finished propose must not leave the
+        # run's generator one draw behind the uninterrupted run (engine/selection/pareto.item_rng).
+        rng = item_rng(self.ctx.config.seed, current_item.get(), "inspirations")
+        return self.strategy.context.inspirations(self.ctx.pool, parent, rng)
 
     def merge_weights(self) -> dict[str, int]:
         return dict(self.strategy.selector.merge_weights(self.ctx.pool, self.instances))

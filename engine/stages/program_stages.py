@@ -73,7 +73,8 @@ class ProgramStages(KindHandlers):
                                       counts=ctx.program.filter_counts)
         for art in ctx.pool.artifacts():
             self.filters.remember(art.text)
-        self.failures: deque[str] = deque(maxlen=max(1, self.settings.num_failures))
+        # In the run state (a resume shows the proposer the failures the killed session saw).
+        self.failures = ctx.program.failures = deque(ctx.program.failures, maxlen=max(1, self.settings.num_failures))
         self.guard = self.settings.cycling_guard
         self.history = cycling.LineageHistory(self._lineage)
         self.chain = ProgramChain(ctx) if self.mode.chains else None

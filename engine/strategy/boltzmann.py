@@ -16,8 +16,9 @@ With `explore_prob` (doubled while the island has not improved its best over the
 specifies no update of sampling weights from child − parent deltas, so there is none.
 
 The island: one that has nothing of its own yet, else the next in turn (round robin). The turn
-lives in the selector, so a resumed run starts again at island 0; the islands themselves are
-rebuilt exactly from the pool (engine/selection/islands.py).
+is saved with the run state (KeepsState, engine/run_state.py), so a resumed run goes on with the
+island the killed one would have taken; the islands themselves are rebuilt exactly from the pool
+(engine/selection/islands.py).
 """
 
 from __future__ import annotations
@@ -101,14 +102,21 @@ class BoltzmannIslandSelector:
     explore_prob: float = 0.1
     stagnation_k: int = 10
     name: str = "island round robin, adaptive Boltzmann over MAP-Elites elites (LoongFlow)"
-    _turn: itertools.count = field(default_factory=itertools.count, repr=False)
+    state_key: str = "loongflow.selector"
+    _turn: int = field(default=0, repr=False)
 
     def __post_init__(self) -> None:
         if self.temperature_rule not in TEMPERATURE_RULES:
             raise ValueError(f"temperature_rule must be one of {', '.join(TEMPERATURE_RULES)}")
 
+    def state(self) -> dict:
+        return {"turn": self._turn}
+
+    def restore(self, state: Mapping[str, object]) -> None:
+        self._turn = int(state.get("turn", 0))  # type: ignore[call-overload]
+
     def island(self, islands: IslandArchive) -> int:
-        turn = next(self._turn)
+        turn, self._turn = self._turn, self._turn + 1
         empty = [i for i in range(len(islands)) if islands.own(i) == 0]
         pool = empty or list(range(len(islands)))
         return pool[turn % len(pool)]

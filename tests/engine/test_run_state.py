@@ -221,11 +221,14 @@ async def test_program_counters_are_saved_and_restored(harness) -> None:
     run = await harness.create(budget={"max_proposals": 2})
     run.ctx.program.patch_retries, run.ctx.program.tolerant_blocks = 3, 1
     run.ctx.program.filter_counts.update({"duplicate": 2})
+    run.ctx.program.failures = ["i000001 (from a000000): evaluation failed: ZeroDivisionError"]
     await harness.run_to_end(run)
     record = await harness.record(run.ctx.run_id)
-    assert record.counters["program"] == {"patch_retries": 3, "tolerant_blocks": 1, "filters": {"duplicate": 2}}
+    assert record.counters["program"] == {"patch_retries": 3, "tolerant_blocks": 1, "filters": {"duplicate": 2},
+                                          "failures": ["i000001 (from a000000): evaluation failed: ZeroDivisionError"]}
     again = await harness.resume(run.ctx.run_id)
-    assert again.ctx.program == ProgramCounters(3, 1, Counter({"duplicate": 2}))
+    assert again.ctx.program == ProgramCounters(3, 1, Counter({"duplicate": 2}),
+                                                ["i000001 (from a000000): evaluation failed: ZeroDivisionError"])
     await again.close()
 
 

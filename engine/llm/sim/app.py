@@ -29,12 +29,18 @@ from engine.llm.sim.serving import Job, LengthSampler, Rejected, make_server
 MODEL_ID = "sim-qwen3-8b"
 FINGERPRINT = "evotui-simulated"
 STAGE_HEADER = b"x-evotui-stage"
+DRAW_HEADER = b"x-evotui-draw"
+"""A client's key for the request (engine/llm/draws.py): reply and length are drawn from it alone."""
 COMMON_DRAWS_STAGE = "heldout"
 """A measuring client's rollouts (the bench's held-out scorer): answered as stage `rollout`,
 with randomness from (cfg.seed, the request's seed field) alone, whatever the messages."""
 
 Receive = Callable[[], Awaitable[dict]]
 Send = Callable[[dict], Awaitable[None]]
+
+
+def keyed_rng(key: str) -> random.Random:
+    return random.Random(int.from_bytes(hashlib.blake2b(key.encode(), digest_size=16).digest(), "big"))
 
 
 class SimBackendState:
@@ -102,12 +108,15 @@ class SimBackendState:
         peak = self.cfg.vllm_peak_tok_s if self.cfg.profile == "vllm" else self.cfg.api_tok_s * self.capacity
         return self.tokens_generated / (el * peak) if el > 0 else 0.0
 
-    def next_rng(self, request_seed: object, common: bool = False) -> random.Random:
+    def next_rng(self, request_seed: object, common: bool = False, draw: str = "") -> random.Random:
         """Per-request answer randomness from (cfg.seed, the request's seed field if any, a
         counter in arrival order). common (stage `heldout`): from (cfg.seed, the seed field)
         alone, so every prompt gets the same draws (common random numbers for a measuring
-        client), whatever the order its requests arrive in."""
+        client), whatever the order its requests arrive in. draw (an evotui client's draw key):
+        from (cfg.seed, the seed field, the key), so a resumed run gets the replies it got before."""
         req = request_seed + 1 if isinstance(request_seed, int) and not isinstance(request_seed, bool) else 0
+        if draw and not common:
+            return keyed_rng(f"{self.cfg.seed}/{req}/{draw}")
         if common:
             key = hashlib.blake2b(f"{self.cfg.seed}/{req}".encode(), digest_size=16).digest()
             return random.Random(int.from_bytes(key, "big"))
@@ -245,11 +254,14 @@ class SimApp:
         stage = "rollout" if common else stage
         messages = req["messages"]
         prompt_tokens = max(1, math.ceil(sum(len(message_text(m.get("content"))) for m in messages) / 4))
-        tokens, finish_reason = st.sampler.sample(length_stage(messages, stage)), "stop"
+        draw = headers.get(DRAW_HEADER, b"").decode("latin-1").strip()
+        # A keyed request draws its length from its own key too (arrival order then changes nothing).
+        length_rng = keyed_rng(f"{st.cfg.seed}/length/{draw}") if draw and not common else None
+        tokens, finish_reason = st.sampler.sample(length_stage(messages, stage), length_rng), "stop"
         limit = req.get("max_completion_tokens", req.get("max_tokens"))
         if limit is not None and tokens > limit:
             tokens, finish_reason = limit, "length"
-        text = answer(messages, stage, st.next_rng(req.get("seed"), common), self.behaviours)
+        text = answer(messages, stage, st.next_rng(req.get("seed"), common, draw), self.behaviours)
         if finish_reason == "length":
             text = truncate(text)
         job = Job(prompt_tokens=prompt_tokens, tokens=tokens)

@@ -48,12 +48,13 @@ class LengthSampler:
     def dist(self, stage: str) -> LengthDist:
         return self._lengths.get(stage) or self._lengths.get("default") or FALLBACK_LENGTH
 
-    def sample(self, stage: str) -> int:
+    def sample(self, stage: str, rng: random.Random | None = None) -> int:
+        """rng: the request's own generator (a keyed request), else the shared one."""
         d = self.dist(stage)
-        return max(1, min(d.max, int(round(self.lognormal(d.median, d.sigma)))))
+        return max(1, min(d.max, int(round(self.lognormal(d.median, d.sigma, rng)))))
 
-    def lognormal(self, median: float, sigma: float) -> float:
-        return median * math.exp(sigma * self._rng.gauss(0.0, 1.0))
+    def lognormal(self, median: float, sigma: float, rng: random.Random | None = None) -> float:
+        return median * math.exp(sigma * (rng or self._rng).gauss(0.0, 1.0))
 
 
 class VllmServer(ServerBase):
