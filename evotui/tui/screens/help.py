@@ -21,9 +21,12 @@ STEERING = """\
 new is admitted and the run ends when in-flight work is done. **p** cycles the staleness policy
 full -> guarded -> reflective. **R** / **C** turn review before evaluation / before commit on and
 off; **x** speculative evaluation. **w** selects a stage, **+** / **-** change its workers. On the
-review screen (**2**) approve, reject, edit or skip each proposal. From another terminal (another
-SSH session), `evotui attach` opens this view on a run; where the run serves its control socket
-the same keys steer it there. `evotui branch` starts a new run from any artifact of a run.
+review screen (**2**) approve, reject, edit or skip each proposal, with its scores against the
+parent and the best and the proposer's rationale above the diff.
+{dialog}
+From another terminal (another SSH session, a script), `evotui attach` opens this view on a run;
+where the run serves its control socket the same keys steer it there, and `evotui steer RUN ...`
+does the same acts from the shell. `evotui branch` starts a new run from any artifact of a run.
 """
 
 LEAVING = """\
@@ -33,6 +36,21 @@ lives in this process: **q** stops it (it stays resumable with `evotui resume`).
 running, start it with `--no-ui` (or under tmux/screen) and watch it with `evotui attach`.
 **Ctrl+C** asks whether to drain, stop or cancel; it never stops the run without asking.
 """
+
+
+def steering_dialog(screen: Screen) -> str:
+    """The steering dialog's paragraph, its key and words read from its binding (if this build
+    has one, and this view can steer)."""
+    found = [(key, a.binding) for key, a in screen.active_bindings.items() if "steer" in (a.binding.id or "")]
+    if not found:
+        return ("The steering dialog (free-text guidance for the next proposals, pin or ban a "
+                "candidate, re-evaluate it, branch from it) is not offered in this view.")
+    key, b = found[0]
+    return (f"**{screen.app.get_key_display(b)}** opens the steering dialog ({b.tooltip or b.description}): "
+            "guidance for the proposer (for the next N proposals or until withdrawn), pin a candidate as "
+            "the parent or ban it, re-evaluate it on more examples or the held-out set, branch a new run "
+            "from it. What is in force is listed on top; every act is audited and survives a resume. "
+            "On the lineage and review screens the candidate field starts on the selected artifact.")
 
 
 def keys_table(screen: Screen) -> str:
@@ -59,7 +77,8 @@ class HelpScreen(ModalScreen[None]):
 
     def compose(self) -> ComposeResult:
         about = getattr(self.under, "HELP", None) or ""
-        text = "\n".join(part for part in (about, keys_table(self.under), STEERING, LEAVING) if part)
+        steering = STEERING.format(dialog=steering_dialog(self.under))
+        text = "\n".join(part for part in (about, keys_table(self.under), steering, LEAVING) if part)
         with Vertical(classes="dialog", id="help-dialog"):
             with VerticalScroll(id="help-scroll"):
                 yield Markdown(text, id="help-text")
