@@ -32,7 +32,7 @@ class MergeOf:
 
 @dataclass
 class ChainLink:
-    """mode chain: the head an item improves and its place in the chain (engine/stages/chain.py)."""
+    """mode chain: the head an item improves and its place in the chain (engine/capabilities/gated_chain.py)."""
 
     head_text: str
     head_seq: int

@@ -14,6 +14,11 @@ STAGES = ("select", "rollout", "propose", "validate", "evaluate", "update", "ref
 DEFAULT_MAX_GAP = {"guarded": 2, "reflective": 0}
 """Gap thresholds when max_gap is unset: guarded tolerates a little staleness before discarding;
 reflective repairs cheaply, so it checks every stale proposal (FlashEvolve's default)."""
+REMOVED = {
+    "chain_prefetch": "no speed gain and a lower held-out score on 48 seeds, simulated vllm",
+    "chain_revert": "no effect on the best score or throughput on 3 seeds at 48 and 200 proposals, simulated vllm",
+}
+"""Knobs measured to have no effect (the figures were in their docstrings), taken out."""
 DEFAULT_WORKERS = {"select": 1, "rollout": 8, "propose": 8, "evaluate": 8, "update": 1, "reflect": 4}
 
 
@@ -22,8 +27,8 @@ class PipelineConfig(StrictModel):
     """async: stages overlap (FlashEvolve); sync: one step at a time (GEPA); pxn: GEPA's
     parallel proposals, P parents x N mutations per step, each stage waiting for its slowest;
     chain: proposal chains that hand each step to the next at the minibatch gate and validate
-    in the background (prompt tasks; engine/stages/chain.py); on program tasks the evaluator is the
-    gate (engine/capabilities/program_chain.py)."""
+    in the background (prompt and adapter tasks; engine/capabilities/gated_chain.py); on program
+    tasks the evaluator is the gate (engine/capabilities/program_chain.py)."""
     chains: int = Field(default=8, gt=0)
     """chain: proposal chains at once (the most, with chains_min): the speed/quality dial. 8 by
     measurement (48 proposals, simulated vllm, 144 seeds side by side against 8): 6 are 15%
@@ -39,16 +44,13 @@ class PipelineConfig(StrictModel):
     0.93 of the speed, 6 to 10 +0.001 (se 0.004) at 0.99."""
     chain_grow_after: int = Field(default=3, gt=0)
     """chain, with chains_min: clean steps in a row after which one more chain runs."""
-    chain_prefetch: bool = False
-    """chain: run the head on the next minibatch beside the proposal instead of in the gate (the
-    same runs, earlier; the gate then runs the step's own head, see chain_gate_current_head).
-    Off by default: with the early gate on 48 seeds side by side (48 proposals, simulated vllm),
-    no speed gain (per-seed median ratio 1.008) and a held-out score lower by 0.012 (se 0.007)."""
-    chain_revert: bool = False
-    """chain: when a validated head scores below the pool's best on the validation set, take
-    its edits back out of the shared head (engine/stages/chain.py, _revert_if_worse). Off: no
-    measured effect (evotui bench --peers, chain-8 vs chain-8r, 3 seeds at 48 and at 200
-    proposals, simulated vllm: best per seed +0.001 on average, throughput within noise)."""
+    adapter_split: int | None = Field(default=1, gt=0)
+    """adapter tasks (evotui.optimize): examples per `adapter.evaluate` call for batches whose
+    traces are not kept (validation, gates), the slices evaluated at once; None: one call per
+    batch, as GEPA's engine makes. Scores are per example, so only the waiting changes; an adapter
+    whose setup per call is expensive wants a larger slice or None."""
+    adapter_threads: int = Field(default=32, gt=0)
+    """adapter tasks: threads running the adapter's calls (batches and slices in flight at once)."""
     chain_early_gate: bool = True
     """chain: decide a step's gate as soon as the missing answers could not change it, hand the
     step on and cancel the answers it no longer needs (engine/stages/chain_gate.py). The same
@@ -135,6 +137,18 @@ class PipelineConfig(StrictModel):
     def gap_for(self, policy: str) -> int:
         """The gap threshold a policy uses: max_gap if set, else the policy's default."""
         return self.max_gap if self.max_gap is not None else DEFAULT_MAX_GAP.get(policy, 0)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _removed_knobs(cls, data: object) -> object:
+        """chain_prefetch and chain_revert were measured to have no effect and removed; a stored
+        run that has them at their old default (off) resumes unchanged."""
+        if isinstance(data, dict) and any(k in data for k in REMOVED):
+            on = [k for k in REMOVED if data.get(k)]
+            if on:
+                raise ValueError(f"{on[0]} was removed ({REMOVED[on[0]]}); remove it from the configuration")
+            data = {k: v for k, v in data.items() if k not in REMOVED}
+        return data
 
     @model_validator(mode="after")
     def _bounds(self) -> "PipelineConfig":

@@ -84,7 +84,7 @@ def check_combination(config: RunConfig, task) -> None:
         strategy = build_strategy(config.strategy.name, task.kind, search_params(task, config))
     except UnknownStrategy as exc:
         raise SetupError(str(exc)) from None
-    if mode.chains and task.kind == "prompt" and not strategy.acceptance.gated:
+    if mode.chains and task.kind in ("prompt", "adapter") and not strategy.acceptance.gated:
         raise SetupError(f"mode {mode.name} hands each step on at the minibatch gate; strategy {strategy.name} "
                          "has no gate (use --strategy gepa, or --mode async)")
 

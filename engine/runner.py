@@ -94,7 +94,7 @@ class EngineRun:
         """A new run of a task object built in memory (the adapter kind, evotui/api.py) rather
         than loaded from a folder; the runs table records `task.path` as its task path."""
         try:
-            config = build_config([("defaults of the task", task.defaults), *layers])
+            config = build_config(new_run_layers(task, layers))
         except ConfigError as exc:
             raise SetupError(str(exc)) from None
         return await cls._start(config, task, db_path, str(task.path))

@@ -56,7 +56,7 @@ def _check_inputs(seed_candidate: Any, trainset: Any, valset: Any, adapter: Any,
 
 
 def _layers(reflection_llm: str, model: str | None, api_key_env: str | None, max_metric_calls: int | None,
-            max_proposals: int | None, max_wall_s: float | None, mode: str, policy: str, strategy: str | None,
+            max_proposals: int | None, max_wall_s: float | None, mode: str | None, policy: str, strategy: str | None,
             seed: int, minibatch_size: int, config: dict | None) -> list[tuple[str, dict]]:
     url = SIM_URL if reflection_llm == "sim" else reflection_llm
     endpoint: dict = {"url": url}
@@ -68,7 +68,9 @@ def _layers(reflection_llm: str, model: str | None, api_key_env: str | None, max
                                 ("max_wall_s", max_wall_s)) if v is not None}
     # The adapter scores; the one LLM is the reflection model (task_llm, which reflection falls back to).
     layer = {"seed": seed, "task_llm": endpoint, "budget": budget,
-             "pipeline": {"mode": mode, "policy": policy, "minibatch_size": minibatch_size},
+             # No mode named: evotui's default for the adapter kind (engine/pipeline/modes.py).
+             "pipeline": {**({"mode": mode} if mode is not None else {}), "minibatch_size": minibatch_size,
+                          **({"policy": policy} if policy != "full" else {})},
              # The adapter kind has no default strategy of its own: GEPA's, unless one is named.
              "strategy": {"name": strategy}}
     return [("evotui.optimize", layer), *([("config", config)] if config else [])]
@@ -87,7 +89,7 @@ def _strategy_choice(strategy: Any) -> tuple[str | None, Strategy | None]:
 async def optimize_async(seed_candidate: dict[str, str], trainset: Sequence[Any], valset: Sequence[Any], adapter: Any,
                          *, reflection_llm: str = "sim", model: str | None = None, api_key_env: str | None = None,
                          max_metric_calls: int | None = None, max_proposals: int | None = None,
-                         max_wall_s: float | None = None, mode: str = "async", policy: str = "full",
+                         max_wall_s: float | None = None, mode: str | None = None, policy: str = "full",
                          strategy: str | Strategy | None = None, db: str | Path = "evotui.db", seed: int = 0,
                          minibatch_size: int = 3, perfect_score: float | None = 1.0, name: str = "adapter",
                          description: str = "", config: dict | None = None,

@@ -58,7 +58,7 @@ MODES: dict[str, Mode] = {
         Mode("pxn", "lockstep", configured_workers=False, adaptive=False, staleness_policies=True,
              speculation=True, merges=True, kinds=_BOTH),
         Mode("chain", "chains", configured_workers=False, adaptive=False, staleness_policies=False,
-             speculation=False, merges=False, kinds=frozenset({"prompt", "program"})),
+             speculation=False, merges=False, kinds=_BOTH),
     )
 }
 
@@ -66,6 +66,9 @@ MODES: dict[str, Mode] = {
 ASYNC_ONLY = {"policy": "full", "speculation": False, "merge": False, "adaptive": False}
 """[pipeline] options only mode async serves, with their off values."""
 
+
+ADAPTER_CHAINS = 1
+"""Chains of the adapter kind's default (measured: see throughput_default)."""
 
 DEFAULT_MODE_LAYER = "evotui's default mode (chain)"
 """The name of the configuration layer throughput_default adds (config show lists it)."""
@@ -76,14 +79,20 @@ def throughput_default(kind: str, strategy: str | None, single_component: bool, 
     real peers on prompt tasks and against sync and async on program tasks (README "Benchmark"),
     unless the user chose a mode, asked for an option only async serves, or the run is one chain
     does not serve or was not measured with (a prompt task with named components or a strategy
-    without a minibatch gate, a program task under a strategy other than openevolve, the adapter
-    kind). None: the plain defaults (mode async)."""
+    without a minibatch gate, a program task under a strategy other than openevolve, an adapter
+    run under a strategy other than gepa). None: the plain defaults (mode async)."""
     if "mode" in pipeline or any(key in pipeline and pipeline[key] != off for key, off in ASYNC_ONLY.items()):
         return None
     prompt = kind == "prompt" and strategy in (None, "gepa") and single_component
     # Chain steps start from the shared head, not from the strategy's pick: measured with
     # openevolve's tournament; the island and context-agent strategies keep async until measured.
     program = kind == "program" and strategy in (None, "openevolve")
+    if kind == "adapter" and strategy in (None, "gepa"):
+        # evotui.optimize: GEPA's own DefaultAdapter paired by seed with gepa.optimize at a
+        # metric-call budget (python -m evotui.bench_optimize, README "Python API"). One chain:
+        # at the budgets such runs have, depth beats breadth; the speed comes from the gate's
+        # hand-on, background validation and evaluation in slices (adapter_split).
+        return {"pipeline": {"mode": "chain", **({} if "chains" in pipeline else {"chains": ADAPTER_CHAINS})}}
     return {"pipeline": {"mode": "chain"}} if prompt or program else None
 
 

@@ -5,7 +5,8 @@ rollout: `adapter.evaluate(minibatch, candidate, capture_traces=True)`; propose:
 reflective dataset for one component (round robin, as GEPA) becomes a reflection prompt (or the
 adapter's own `propose_new_texts`); evaluate: the strategy's minibatch gate, then
 `adapter.evaluate(valset, ...)`; update: the ledger commits. Adapters are synchronous code, so
-every call runs in a worker thread; a broken adapter stops the run with exit code 2.
+every call runs in a worker thread; a broken adapter stops the run with exit code 2. In mode
+chain the gate is engine/capabilities/gated_chain.py, each side one `adapter.evaluate` call.
 """
 
 from __future__ import annotations
@@ -14,11 +15,16 @@ import asyncio
 import json
 import math
 import time
+from concurrent.futures import ThreadPoolExecutor
 from numbers import Real
 from typing import Any, Mapping
 
 from engine import components
 from engine import events as ev
+from engine.capabilities import gated_chain
+from engine.capabilities.chain_gate import Answers, Part
+from engine.capabilities.gated_chain import GatedChain
+from engine.capabilities.reflective_repair import ReflectiveRepair
 from engine.context import FatalRunError, RunContext, stop_if_fatal
 from engine.hot_swap import HotSwapError, PinnedParents
 from engine.items import WorkItem, current_item
@@ -30,7 +36,6 @@ from engine.selection import merge
 from engine.stages import reflection
 from engine.stages.base import KindHandlers
 from engine.stages.example_kinds import ExampleKindMixin
-from engine.stages.prompt_repair import StaleRepairMixin
 from engine.stages.prompt_stages import TOKENS_PER_CALL_PRIOR, evaluation_rows
 from engine.strategy.protocols import Evidence, Strategy
 from engine.tasks.adapter_task import as_candidate
@@ -107,7 +112,7 @@ def _shown(value: Any) -> str:
     return text if len(text) <= SHOWN_CHARS else text[:SHOWN_CHARS] + " ..."
 
 
-class AdapterStages(PinnedParents, StaleRepairMixin, ExampleKindMixin, KindHandlers):
+class AdapterStages(PinnedParents, ExampleKindMixin, KindHandlers):
     """Handlers of an adapter task running `strategy` (engine/pipeline/spec.py: SearchHandlers)."""
 
     kind = "adapter"
@@ -119,6 +124,11 @@ class AdapterStages(PinnedParents, StaleRepairMixin, ExampleKindMixin, KindHandl
         """item id -> the adapter's own rollout result, for its make_reflective_dataset (kept
         in memory: trajectories are arbitrary objects, never stored)."""
         self._next_component: dict[str, int] = {}
+        self.chain = GatedChain(self) if self.mode.chains else None
+        self.repair = ReflectiveRepair(self)
+        self._threads = ThreadPoolExecutor(max_workers=ctx.config.pipeline.adapter_threads,
+                                           thread_name_prefix="evotui-adapter")
+        """The adapter's evaluate calls: its own pool, so many batches (and slices) run at once."""
 
     def pipeline(self) -> PipelineSpec:
         return PipelineSpec(
@@ -126,21 +136,41 @@ class AdapterStages(PinnedParents, StaleRepairMixin, ExampleKindMixin, KindHandl
                     StageSpec("propose", self.propose, checks_staleness=True),
                     StageSpec("evaluate", self.evaluate, checks_staleness=True), *self.strategy_stages("after_evaluate"),
                     StageSpec("update", self.update, scalable=False)),
-            reflect=StageSpec("reflect", self.reflect), reflect_to="evaluate")
+            reflect=StageSpec("reflect", self.repair.reflect), reflect_to="evaluate")
+
+    def admitted(self, item: WorkItem) -> None:
+        if self.chain is not None:
+            self.chain.start(item)
 
     def abandoned(self, item: WorkItem) -> None:
         self._batches.pop(item.item_id, None)
+
+    def ended(self, item: WorkItem) -> None:
+        self._batches.pop(item.item_id, None)  # a chain step handed traces to an item that never proposed
+        super().ended(item)
+
+    def head_parts(self, item: WorkItem) -> components.Components:
+        """The components an item improves: its chain head's, else its pool parent's."""
+        parent = self.ctx.pool.get(item.parent_id)
+        parts = components.parse_rendering(gated_chain.head_text(self.ctx, item), parent.parts)
+        return parts if parts is not None else parent.parts
 
     def estimate(self) -> dict[str, float]:
         """Worst case of one item: the minibatch twice (once without a gate), full validation,
         one proposal."""
         ctx = self.ctx
         batches = 2 if self.strategy.acceptance.gated else 1
-        metric = batches * ctx.config.pipeline.minibatch_size + len(ctx.task.val)
+        metric = (self.chain.estimate_calls() if self.chain is not None
+                  else batches * ctx.config.pipeline.minibatch_size + len(ctx.task.val))
         t = ctx.tally
         per_call = (t.prompt_tokens + t.completion_tokens) / t.llm_calls if t.llm_calls else TOKENS_PER_CALL_PRIOR
         llm = 1 + self.strategy_calls
         return {"proposals": 1, "llm_calls": llm, "metric_calls": metric, "tokens": llm * per_call}
+
+    async def aclose(self) -> None:
+        # A call still in the adapter's code cannot be interrupted; it is not waited for.
+        self._threads.shutdown(wait=False, cancel_futures=True)
+        await super().aclose()
 
     def select_merge(self) -> dict | None:
         return None  # merges of adapter candidates are not built (the pipeline declares none)
@@ -153,16 +183,30 @@ class AdapterStages(PinnedParents, StaleRepairMixin, ExampleKindMixin, KindHandl
         """(the adapter's result, one trace per example); metric calls charged per example."""
         ctx = self.ctx
         batch = [ctx.task.example(i) for i in ids]
-        try:
-            result = await asyncio.to_thread(self.adapter.evaluate, batch, dict(candidate), capture)
-        except Exception as exc:  # the caller's code: its failure is the run's reason, not a crash
-            raise AdapterError(f"adapter.evaluate raised {type(exc).__name__}: {exc}") from exc
-        outputs, scores, _ = check_batch(result, len(ids), capture)
+        split = ctx.config.pipeline.adapter_split
+        if capture or split is None or len(batch) <= split:
+            result = await self._evaluate(batch, candidate, capture)
+            outputs, scores, _ = check_batch(result, len(ids), capture)
+        else:
+            # Untraced batches (validation, gates) in slices evaluated at once: an adapter that
+            # answers a batch one request at a time (GEPA's DefaultAdapter with a callable model)
+            # then has its examples in flight together. Scores are per example either way.
+            slices = [batch[k:k + split] for k in range(0, len(batch), split)]
+            results = await asyncio.gather(*(self._evaluate(b, candidate, False) for b in slices))
+            checked = [check_batch(r, len(b), False) for r, b in zip(results, slices)]
+            result, outputs, scores = None, [o for c in checked for o in c[0]], [x for c in checked for x in c[1]]
         ctx.tally.metric_calls += len(ids)
         ctx.budget.charge("metric_calls", len(ids), ctx.reservations.get(current_item.get() or ""))
         traces = [{"example_id": i, "input": _shown(ex), "output": _shown(out), "score": s, "feedback": ""}
                   for i, ex, out, s in zip(ids, batch, outputs, scores)]
         return result, traces
+
+    async def _evaluate(self, batch: list, candidate: dict[str, str], capture: bool) -> Any:
+        loop = asyncio.get_running_loop()
+        try:
+            return await loop.run_in_executor(self._threads, self.adapter.evaluate, batch, dict(candidate), capture)
+        except Exception as exc:  # the caller's code: its failure is the run's reason, not a crash
+            raise AdapterError(f"adapter.evaluate raised {type(exc).__name__}: {exc}") from exc
 
     async def validation_traces(self, parts: components.Components) -> list[dict]:
         """A hot-swapped edit on the whole validation set (engine/hot_swap.py). The adapter failing
@@ -185,11 +229,11 @@ class AdapterStages(PinnedParents, StaleRepairMixin, ExampleKindMixin, KindHandl
 
     # -- stages -----------------------------------------------------------------------------
     async def rollout(self, item: WorkItem) -> WorkItem | None:
-        parent = self.ctx.pool.get(item.parent_id)
-        result, traces = await self.run_batch(as_candidate(parent.parts), item.minibatch, True)
+        parent_id = item.parent_id  # read before the await, as the prompt kind does
+        result, traces = await self.run_batch(as_candidate(self.head_parts(item)), item.minibatch, True)
         item.payload["traces"] = traces
         item.payload["parent_mb"] = [t["score"] for t in traces]
-        item.payload["parent_mb_of"] = parent.artifact_id
+        item.payload["parent_mb_of"] = parent_id
         if all(t["score"] >= self.ctx.task.max_score for t in traces):
             self.ctx.tally.skipped += 1
             item.end("skipped", "parent perfect on minibatch")
@@ -207,7 +251,7 @@ class AdapterStages(PinnedParents, StaleRepairMixin, ExampleKindMixin, KindHandl
             return item if item.payload.get("proposal") == "made" else self.proposal_outcome(item)
         parent = ctx.pool.get(item.parent_id)
         ctx.bus.publish(ev.ProposalStart(item_id=item.item_id, parent_id=parent.artifact_id))
-        parts = parent.parts
+        parts = self.head_parts(item)
         target = self.pick_component(parent, item)
         batch = self._batches.pop(item.item_id, None)
         child, reason = None, ""
@@ -273,8 +317,10 @@ class AdapterStages(PinnedParents, StaleRepairMixin, ExampleKindMixin, KindHandl
         parent = ctx.pool.get(item.parent_id)
         parts = components.parse_rendering(item.payload["child"], parent.parts)
         if parts is None:  # a reflective repair lost the headings (it refuses that; kept as a guard)
-            self._reject(item, "the candidate no longer has its parent's components")
+            self.reject(item, "the candidate no longer has its parent's components")
             return None
+        if self.chain is not None and not item.is_merge:
+            return await self.chain.evaluate(item)
         candidate = as_candidate(parts)
         if self.strategy.acceptance.gated:
             ctx.bus.publish(ev.EvaluationStart(item_id=item.item_id, split="minibatch", n_examples=len(item.minibatch)))
@@ -292,17 +338,40 @@ class AdapterStages(PinnedParents, StaleRepairMixin, ExampleKindMixin, KindHandl
                                              score=child_sum / max(1, len(mb))))
             refused = self.gate(Evidence.of_traces(mb), parent_side, item)
             if refused is not None:
-                self._reject(item, f"minibatch gate: {refused}")
+                self.reject(item, f"minibatch gate: {refused}")
                 return None
+        await self.validate(item, item.payload["child"], None)
+        return item
+
+    # -- what the chain asks of a kind (engine/capabilities/gated_chain.py: ChainHost) ------------
+    def start_side(self, text: str, ids: list[str], stage: str, capture: bool) -> list[Part]:
+        """One part per side: the adapter scores a batch in one call."""
+        async def side() -> Answers:
+            parts = components.parse_rendering(text, self.ctx.task.seed_components)
+            if parts is None:
+                raise AdapterError("a chain head lost the candidate's component headings")
+            result, traces = await self.run_batch(as_candidate(parts), ids, capture)
+            return Answers(traces, [result] if capture else [])
+        return [(asyncio.ensure_future(side()), len(ids))]
+
+    async def validate(self, item: WorkItem, text: str, width: int | None) -> None:
+        """Full validation, one adapter call (`width` is for kinds that run examples one by one)."""
+        ctx = self.ctx
+        parts = components.parse_rendering(text, ctx.pool.get(item.parent_id).parts)
+        assert parts is not None  # evaluate and the chain checked it
         ctx.bus.publish(ev.EvaluationStart(item_id=item.item_id, split="val", n_examples=len(ctx.task.val_ids)))
-        _, val = await self.run_batch(candidate, ctx.task.val_ids, False)
+        _, val = await self.run_batch(as_candidate(parts), ctx.task.val_ids, False)
         item.payload["val"] = {t["example_id"]: t["score"] for t in val}
         item.payload["val_feedback"] = {t["example_id"]: f"output: {t['output']}" for t in val}
         ctx.bus.publish(ev.EvaluationEnd(item_id=item.item_id, split="val",
                                          score=sum(item.payload["val"].values()) / len(val)))
-        return item
 
-    def _reject(self, item: WorkItem, reason: str) -> None:
+    def handed_on(self, item: WorkItem, answers: Answers) -> None:
+        """The next step's reflective dataset is made from the side's own EvaluationBatch."""
+        if answers.native:
+            self._batches[item.item_id] = answers.native[0]
+
+    def reject(self, item: WorkItem, reason: str) -> None:
         self.ctx.tally.rejected += 1
         self.ctx.bus.publish(ev.CandidateRejected(item_id=item.item_id, parent_id=item.parent_id, reason=reason))
         item.end("rejected", reason)
@@ -319,6 +388,8 @@ class AdapterStages(PinnedParents, StaleRepairMixin, ExampleKindMixin, KindHandl
                        created_version=0, val_scores=item.payload["val"], created_at=time.time(), meta=meta,
                        components=parts)
         self.ledger.commit(item, art, item.payload.get("val_feedback", {}))
+        if self.chain is not None:
+            self.chain.committed(item, artifact_id)
         item.payload["artifact_id"] = artifact_id
         item.end("accepted")
         return None

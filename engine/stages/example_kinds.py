@@ -6,6 +6,8 @@ reply)."""
 
 from __future__ import annotations
 
+from typing import Sequence
+
 from engine import components
 from engine.items import WorkItem
 from engine.pipeline.spec import Selection
@@ -92,3 +94,12 @@ class ExampleKindMixin:
         self._next_component[pid] = k + 1
         item.payload["next_component"] = k + 1
         return names[k % len(names)]
+
+    def choose_component(self, names: Sequence[str], turn: str, item: WorkItem) -> str:
+        """The strategy's Select (round robin unless it has a component_choice)."""
+        choice = self.strategy.component_choice
+        if choice is None:
+            return turn
+        name, why = choice(list(names), list(item.payload.get("traces") or []), turn)
+        item.payload["component_choice"] = [name, why]
+        return name

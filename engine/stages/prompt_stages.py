@@ -26,21 +26,25 @@ from engine.pool import Artifact
 from engine.selection import merge
 from engine.stages import reflection
 from engine.hot_swap import PinnedParents
+from engine.capabilities import gated_chain
+from engine.capabilities.audit import Audit
+from engine.capabilities.chain_gate import Answers, Part
+from engine.capabilities.gated_chain import GatedChain
+from engine.capabilities.reflective_repair import ReflectiveRepair
+from engine.capabilities.speculation import Speculation
 from engine.stages.answers import gather_cancelling
-from engine.stages.audit import AuditMixin
 from engine.stages.base import KindHandlers
-from engine.stages.chain import ChainMixin
 from engine.stages.example_kinds import ExampleKindMixin
-from engine.stages.prompt_repair import StaleRepairMixin
-from engine.stages.speculation import SpeculationMixin
 from engine.strategy.protocols import Evidence, Strategy
 from engine.tasks.prompt_task import TaskError
 
 TOKENS_PER_CALL_PRIOR = 1500.0
 """Tokens per call assumed for budget reservations until calls have been observed."""
 
-class PromptStages(PinnedParents, AuditMixin, SpeculationMixin, ChainMixin, StaleRepairMixin, ExampleKindMixin, KindHandlers):
-    """Handlers of a prompt task running `strategy` (engine/pipeline/spec.py: SearchHandlers)."""
+class PromptStages(PinnedParents, ExampleKindMixin, KindHandlers):
+    """Handlers of a prompt task running `strategy` (engine/pipeline/spec.py: SearchHandlers),
+    with the capabilities the mode and strategy ask for (engine/capabilities/): proposal chains,
+    speculative validation, reflective repair of stale proposals and audit records."""
 
     kind = "prompt"
 
@@ -51,6 +55,10 @@ class PromptStages(PinnedParents, AuditMixin, SpeculationMixin, ChainMixin, Stal
                              f"{strategy.name} has no gate (use strategy gepa, or mode async)")
         self._next_component: dict[str, int] = {}
         """Round robin per parent (GEPA): the parent's next component to rewrite."""
+        self.chain = GatedChain(self) if self.mode.chains else None
+        self.speculation = Speculation(self)
+        self.repair = ReflectiveRepair(self)
+        self.audit = Audit(ctx, strategy)
 
     def pipeline(self) -> PipelineSpec:
         return PipelineSpec(
@@ -58,25 +66,32 @@ class PromptStages(PinnedParents, AuditMixin, SpeculationMixin, ChainMixin, Stal
                     StageSpec("propose", self.propose, checks_staleness=True),
                     StageSpec("evaluate", self.evaluate, checks_staleness=True), *self.strategy_stages("after_evaluate"),
                     StageSpec("update", self.update, scalable=False)),
-            reflect=StageSpec("reflect", self.reflect), reflect_to="evaluate",
+            reflect=StageSpec("reflect", self.repair.reflect), reflect_to="evaluate",
             merge_at="evaluate" if self.strategy.merges else None)
 
     # -- selection and budget -------------------------------------------------------------
     def admitted(self, item: WorkItem) -> None:
-        if self.mode.chains:
-            self.chain_start(item)
+        if self.chain is not None:
+            self.chain.start(item)
 
     def abandoned(self, item: WorkItem) -> None:
         if item.speculative is not None:
-            self.abandon_speculative(item)
+            self.speculation.abandon(item)
+
+    def ended(self, item: WorkItem) -> None:
+        super().ended(item)
+        self.audit.ended(item)
+
+    def head_text(self, item: WorkItem) -> str:
+        return gated_chain.head_text(self.ctx, item)
 
     def estimate(self) -> dict[str, float]:
         """Worst-case cost of one item: minibatch twice (once without a gate), one proposal,
         full validation."""
         ctx = self.ctx
         batches = 2 if self.strategy.acceptance.gated else 1
-        calls = (self.chain_estimate_calls() if self.mode.chains
-                 else batches * ctx.config.pipeline.minibatch_size + 1 + len(ctx.task.val))
+        calls = 1 + (self.chain.estimate_calls() if self.chain is not None
+                     else batches * ctx.config.pipeline.minibatch_size + len(ctx.task.val))
         t = ctx.tally
         per_call = (t.prompt_tokens + t.completion_tokens) / t.llm_calls if t.llm_calls else TOKENS_PER_CALL_PRIOR
         llm = calls + self.strategy_calls  # the strategy's own stages call the LLM, never the metric
@@ -189,7 +204,6 @@ class PromptStages(PinnedParents, AuditMixin, SpeculationMixin, ChainMixin, Stal
             return self.resumed_proposal(item)
         parent = ctx.pool.get(item.parent_id)
         ctx.bus.publish(ev.ProposalStart(item_id=item.item_id, parent_id=parent.artifact_id))
-        self.chain_prefetch(item)
         current = self.head_text(item)
         others = [(a.artifact_id, a.val_mean, a.text) for a in self.inspirations(parent)]
         parts = components.parse_rendering(current, parent.components) if parent.components else None
@@ -228,7 +242,7 @@ class PromptStages(PinnedParents, AuditMixin, SpeculationMixin, ChainMixin, Stal
             item.payload["reason"] = reason
         # Charged once the call is over: a proposal cut short by a stop is redone, not paid twice.
         self.recorder.charge_proposal(item, made=child is not None)
-        self.audit_proposal(item, current, res.text if res is not None else None)
+        self.audit.proposal(item, current, res.text if res is not None else None)
         ctx.bus.publish(ev.ProposalEnd(item_id=item.item_id, parent_id=parent.artifact_id, ok=child is not None, reason=reason))
         return self.proposal_outcome(item)
 
@@ -246,8 +260,8 @@ class PromptStages(PinnedParents, AuditMixin, SpeculationMixin, ChainMixin, Stal
 
     async def evaluate(self, item: WorkItem) -> WorkItem | None:
         ctx = self.ctx
-        if self.mode.chains and not item.is_merge:
-            return await self.chain_evaluate(item)
+        if self.chain is not None and not item.is_merge:
+            return await self.chain.evaluate(item)
         child = item.payload["child"]
         if not self.strategy.acceptance.gated:
             self.record_validation(item, await self.full_validation(item, child))
@@ -283,8 +297,21 @@ class PromptStages(PinnedParents, AuditMixin, SpeculationMixin, ChainMixin, Stal
             self.reject(item, f"minibatch gate: {refused}")
             return None
         self.record_validation(item, await self.full_validation(item, child))
-        self.audit_evaluation(item, True)
+        self.audit.evaluation(item, True)
         return item
+
+    # -- what the chain asks of a kind (engine/capabilities/gated_chain.py: ChainHost) ------------
+    def start_side(self, text: str, ids: list[str], stage: str, capture: bool) -> list[Part]:
+        """One part per example: the gate can decide as each answer arrives."""
+        async def one(ex: str) -> Answers:
+            return Answers([await self.run_example(text, ex, stage)])
+        return [(asyncio.ensure_future(one(ex)), 1) for ex in ids]
+
+    async def validate(self, item: WorkItem, text: str, width: int | None) -> None:
+        self.record_validation(item, await self.full_validation(item, text, width))
+
+    def handed_on(self, item: WorkItem, answers: Answers) -> None:
+        return None  # the next step's traces are in its payload: all a prompt proposal needs
 
     def reject(self, item: WorkItem, reason: str) -> None:
         """A candidate that failed its gate: counted, announced, ended."""
@@ -319,7 +346,7 @@ class PromptStages(PinnedParents, AuditMixin, SpeculationMixin, ChainMixin, Stal
             partial = sum(t["score"] for t in prefix) / len(prefix)
             best = ctx.pool.best()
             if cut < len(order) and best is not None and partial > best.val_mean:
-                self.insert_speculative(item, child, prefix, partial, best.val_mean)
+                self.speculation.insert(item, child, prefix, partial, best.val_mean)
             val = prefix + await self.run_examples(child, order[cut:], "evaluate", width)
         if ctx.val_order is not None:
             ctx.val_order.record({t["example_id"]: t["score"] for t in val})
@@ -328,10 +355,10 @@ class PromptStages(PinnedParents, AuditMixin, SpeculationMixin, ChainMixin, Stal
     async def update(self, item: WorkItem) -> None:
         artifact_id = f"a{item.item_id[1:]}"
         if item.speculative is not None:
-            if not self.settle_speculative(item):
+            if not self.speculation.settle(item):
                 item.end("removed_speculative", "full validation did not confirm the partial score")
                 return None
-            self.audit_commit(item, artifact_id)
+            self.audit.commit(item, artifact_id)
             return self._accepted(item, artifact_id)
         parts, part_meta = self.child_components(item)
         art = Artifact(
@@ -346,9 +373,9 @@ class PromptStages(PinnedParents, AuditMixin, SpeculationMixin, ChainMixin, Stal
             components=parts,
         )
         self.ledger.commit(item, art, item.payload.get("val_feedback", {}))
-        self.audit_commit(item, artifact_id)
-        if self.mode.chains:
-            self.chain_committed(item, artifact_id)
+        self.audit.commit(item, artifact_id)
+        if self.chain is not None:
+            self.chain.committed(item, artifact_id)
         return self._accepted(item, artifact_id)
 
     def child_components(self, item: WorkItem) -> tuple[components.Components | None, dict]:

@@ -161,7 +161,7 @@ class Raising(KeywordAdapter):
 
 
 @pytest.mark.parametrize("adapter, reason", [
-    (Mismatched(), "3 scores for a batch of 4"),
+    (Mismatched(), "0 scores for a batch of 1"),  # validation in slices of one (adapter_split)
     (NonNumeric(), "non-numeric score 'high'"),
     (NonFinite(), "non-finite score nan"),
     (Raising(), "adapter.evaluate raised KeyError"),
@@ -173,6 +173,36 @@ def test_a_broken_adapter_fails_the_run_with_a_value_error(tmp_path, adapter, re
         rows = con.execute("select status, summary_json from runs").fetchall()
     assert len(rows) == 1 and rows[0][0] == "failed"
     assert reason.split(" ")[0] in json.loads(rows[0][1])["stop_reason"]
+
+
+def test_a_broken_adapter_is_named_with_its_whole_batch_without_slices(tmp_path):
+    with pytest.raises(ValueError, match="3 scores for a batch of 4"):
+        _optimize(tmp_path, adapter=Mismatched(), max_metric_calls=40, config={"pipeline": {"adapter_split": None}})
+
+
+@dataclass
+class SliceLog(KeywordAdapter):
+    """Records (batch size, capture) of every evaluate call."""
+
+    log: list = field(default_factory=list)
+
+    def evaluate(self, batch, candidate, capture_traces=False):
+        self.log.append((len(batch), capture_traces))
+        return KeywordAdapter.evaluate(self, batch, candidate, capture_traces)
+
+
+@pytest.mark.parametrize("split, val_calls", [(1, {(1, False)}), (3, {(3, False), (1, False)}), (None, {(4, False)})])
+def test_untraced_batches_are_evaluated_in_slices_and_traced_ones_whole(tmp_path, split, val_calls):
+    """adapter_split: validation (4 examples) and gate batches go in slices of `split` examples,
+    the rollouts whose traces feed the reflective dataset stay whole; the scores are the same."""
+    adapter = SliceLog()
+    res = _optimize(tmp_path, adapter=adapter, max_metric_calls=60, mode="async",
+                    config={"sim": {"time_scale": 1000}, "pipeline": {"adapter_split": split}})
+    untraced = {c for c in adapter.log if not c[1]}
+    assert {c for c in untraced if c[0] != 3 or split == 3} <= val_calls | {(3, False)}
+    assert val_calls <= untraced
+    assert {c for c in adapter.log if c[1]} == {(3, True)}  # minibatch rollouts, whole
+    assert res.val_aggregate_scores[0] == 0.0 and res.total_metric_calls == sum(n for n, _ in adapter.log)
 
 
 class DropsTheFrozenLine(KeywordAdapter):
@@ -198,7 +228,9 @@ def test_component_types_and_frozen_regions_from_python(tmp_path):
     with pytest.raises(ValueError, match="nosuch"):
         _optimize(tmp_path, frozen_regions={"nosuch": ["x"]})
     adapter = DropsTheFrozenLine()
-    res = _optimize(tmp_path, adapter=adapter, max_metric_calls=80, component_types={"instructions": "prompt"},
+    # mode async: proposals run side by side, so the third (dropping the line) comes before the
+    # first accepted one makes every later parent perfect on its minibatch (nothing to propose).
+    res = _optimize(tmp_path, adapter=adapter, max_metric_calls=80, mode="async", component_types={"instructions": "prompt"},
                     frozen_regions={"instructions": ["Answer the question."], "style": ["Be friendly."]})
     assert adapter.proposed >= 2 and len(res.candidates) >= 2
     assert all(c["instructions"].startswith("Answer the question.") for c in res.candidates)
@@ -208,15 +240,15 @@ def test_component_types_and_frozen_regions_from_python(tmp_path):
 
 
 class HeldMinibatches(KeywordAdapter):
-    """Minibatch evaluations (3 examples) wait for `go`; the validation set (4) passes, so the seed
-    is validated and a hot-swap can be, while no proposal can finish."""
+    """Minibatch rollouts (the traced batches) wait for `go`; validation passes, so the seed is
+    validated and a hot-swap can be, while no proposal can finish."""
 
     def __init__(self) -> None:
         super().__init__()
         self.go = threading.Event()
 
     def evaluate(self, batch, candidate, capture_traces=False):
-        if len(batch) != 4:
+        if capture_traces:
             self.go.wait(timeout=60)
         return super().evaluate(batch, candidate, capture_traces)
 

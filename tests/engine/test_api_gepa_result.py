@@ -82,7 +82,9 @@ def test_a_gepa_script_reads_evotuis_result(tmp_path) -> None:
 
     adapter = RecordingAdapter(val)
     res = evotui.optimize(dict(SEED), train, val, adapter, reflection_llm="sim", max_metric_calls=150,
-                          db=tmp_path / "api.db", seed=5, mode="sync", config={"sim": {"time_scale": 1000}})
+                          db=tmp_path / "api.db", seed=5, mode="sync",
+                          # whole-valset calls, so the adapter can tell a full validation by its batch
+                          config={"sim": {"time_scale": 1000}, "pipeline": {"adapter_split": None}})
     view = read_like_a_gepa_user(res)
     assert view["seed"] == 5 and view["run_dir"] == str(tmp_path.resolve())
     assert view["instances"] == len(val) and view["n"] >= 2

@@ -1,4 +1,4 @@
-"""The chain's fused gate decided early (engine/stages/chain_gate.py): the same outcome as the
+"""The chain's fused gate decided early (engine/capabilities/chain_gate.py): the same outcome as the
 full gate, sooner, with the answers it no longer needs cancelled."""
 
 from __future__ import annotations
@@ -8,7 +8,8 @@ import asyncio
 import pytest
 from hypothesis import given, strategies as st
 
-from engine.stages import chain_gate
+from engine.capabilities import chain_gate
+from engine.capabilities.chain_gate import Answers as GateAnswers
 
 # Quarters add up exactly in binary floating point, so sums compare as the arithmetic says.
 SCORE = st.integers(0, 4).map(lambda q: q / 4)
@@ -71,9 +72,30 @@ def _answers(child_own, child_next, head_next) -> Answers:
     return Answers(scores)
 
 
-def _gate(answers: Answers, parent_own: float, early: bool, head_next=None) -> asyncio.Future:
-    return asyncio.ensure_future(chain_gate.decide(answers.run_one, "child", OWN, NEXT, "head", parent_own,
-                                                   (0.0, 1.0), early, head_next=head_next))
+def per_example(answers: Answers):
+    """A prompt task's sides: one part per example."""
+    def start(text: str, ids: list[str], stage: str, capture: bool):
+        async def one(ex: str) -> GateAnswers:
+            return GateAnswers([await answers.run_one(text, ex, stage)])
+        return [(asyncio.ensure_future(one(ex)), 1) for ex in ids]
+    return start
+
+
+def per_batch(answers: Answers, log: list | None = None):
+    """An adapter's sides: one part per side (its evaluate scores a batch at once)."""
+    def start(text: str, ids: list[str], stage: str, capture: bool):
+        async def side() -> GateAnswers:
+            traces = list(await asyncio.gather(*(answers.run_one(text, ex, stage) for ex in ids)))
+            return GateAnswers(traces, [("batch", text, tuple(ids))] if capture else [])
+        if log is not None:
+            log.append((text, tuple(ids), capture))
+        return [(asyncio.ensure_future(side()), len(ids))]
+    return start
+
+
+def _gate(answers: Answers, parent_own: float, early: bool, start=None, score_range=(0.0, 1.0)) -> asyncio.Future:
+    return asyncio.ensure_future(chain_gate.decide(start or per_example(answers), "child", OWN, NEXT, "head",
+                                                   parent_own, score_range, early))
 
 
 async def _settle() -> None:
@@ -101,7 +123,7 @@ async def test_a_certain_failure_hands_on_with_the_head_s_traces_and_cancels_the
     assert gate.done()
     result = gate.result()
     assert result.passed is False and result.cancelled == 4
-    assert [t["example_id"] for t in result.head_next] == NEXT
+    assert [t["example_id"] for t in result.head_next.traces] == NEXT
     assert sorted(answers.cancelled) == [("child", "n1"), ("child", "n2"), ("child", "n3"), ("child", "o3")]
 
 
@@ -111,7 +133,7 @@ async def test_a_certain_pass_waits_for_the_candidate_s_next_traces_only():
     # Certain after the first five (5 > 0 + 3), but the next step needs the candidate's third next answer.
     first = [("child", "o1"), ("child", "o2"), ("child", "o3"), ("child", "n1"), ("child", "n2")]
     result = await _decided_only_by_the_last(answers, gate, first, ("child", "n3"))
-    assert result.passed is True and result.cancelled == 3 and len(result.child_next) == 3
+    assert result.passed is True and result.cancelled == 3 and len(result.child_next.traces) == 3
     assert sorted(answers.cancelled) == [("head", "n1"), ("head", "n2"), ("head", "n3")]
 
 
@@ -133,11 +155,34 @@ async def test_a_failed_answer_cancels_the_others_and_is_raised():
     assert len(answers.cancelled) == 8
 
 
-async def test_prefetched_head_answers_are_used_and_cancelled_when_not_needed():
+async def test_batch_sides_decide_once_a_whole_side_is_in_and_hand_on_the_adapter_s_batch():
+    """An adapter's sides are whole batches: nothing is known of a side until all of it is in; the
+    passing candidate's next-minibatch batch (captured) is what the next step reflects on."""
     answers = _answers([1.0, 1.0, 1.0], [1.0, 1.0, 1.0], [0.0, 0.0, 0.0])
-    started = [asyncio.ensure_future(answers.run_one("head", e, "rollout")) for e in NEXT]
-    gate = _gate(answers, 0.0, True, head_next=started)
-    answers.release(*[("child", e) for e in OWN + NEXT])
+    log: list = []
+    gate = _gate(answers, 0.0, True, start=per_batch(answers, log))
     await _settle()
-    assert gate.result().passed is True
-    assert all(f.cancelled() for f in started)
+    assert [(text, capture) for text, _, capture in log] == [("child", False), ("child", True), ("head", True)]
+    answers.release(*[("child", e) for e in OWN], ("child", "n1"), ("child", "n2"))
+    await _settle()
+    assert not gate.done()  # 3 known, the next side still out: 3 + 3 at most vs 0 + 3 at least is open
+    answers.release(("child", "n3"))
+    await _settle()
+    result = gate.result()
+    assert result.passed is True and result.cancelled == 3
+    assert result.child_next.native == [("batch", "child", tuple(NEXT))]
+
+
+async def test_an_unbounded_score_range_waits_for_every_answer():
+    """A task whose scores have no known range (an adapter without one) decides only on the full gate."""
+    answers = _answers([5.0, 5.0, 5.0], [5.0, 5.0, 5.0], [0.0, 0.0, 0.0])
+    gate = _gate(answers, 0.0, True, score_range=(float("-inf"), float("inf")))
+    first = [k for k in answers.scores if k != ("head", "n3")]
+    result = await _decided_only_by_the_last(answers, gate, first, ("head", "n3"))
+    assert result.passed is True and result.cancelled == 0
+
+
+def test_verdict_with_infinite_bounds_and_nothing_missing_is_the_full_gate():
+    inf = float("inf")
+    assert chain_gate.verdict([1.0, 1.0], 0, [0.5], 0, 1.0, -inf, inf) is True
+    assert chain_gate.verdict([1.0], 0, [0.5], 0, 0.5, -inf, inf) is False

@@ -1,4 +1,4 @@
-"""Proposal chains (mode chain, prompt tasks): each step hands the next one its traces at the gate.
+"""Proposal chains handed on at a minibatch gate (mode chain; prompt and adapter tasks).
 
 Why: a synchronous GEPA step makes the next proposal wait for a rollout of its parent and for
 the full validation of the previous candidate, while parallel proposals from one parent (async,
@@ -27,29 +27,58 @@ the pool, so the confirmed pool never holds an unvalidated artifact.
 from __future__ import annotations
 
 import asyncio
+from typing import Protocol
 
 from engine import events as ev
+from engine.capabilities import chain_gate
+from engine.capabilities.chain_gate import Answers, Part
+from engine.context import RunContext
 from engine.items import ChainLink, WorkItem
+from engine.pipeline.spec import Spawn
 from engine.selection import merge
-from engine.stages import chain_gate
-from engine.stages.answers import gather_cancelling
 
 
-class ChainMixin:
-    """Mixed into PromptStages, which provides ctx, run_examples(), full_validation(), reject(),
-    record_validation() and the orchestrator's `spawn(parent_id, minibatch, payload, stage)`."""
+def head_text(ctx: RunContext, item: WorkItem) -> str:
+    """The text an item improves: its chain head, else its pool parent (any mode)."""
+    if item.chain is not None and item.chain.head_text:
+        return item.chain.head_text
+    return ctx.pool.get(item.parent_id).text
 
-    _validation_slots: asyncio.Semaphore | None = None
-    _prefetched: dict[str, list[asyncio.Future]] | None = None
-    """item id -> the head's answers on the step's next minibatch, started beside the proposal."""
+
+class ChainHost(Protocol):
+    """What a task kind gives the chain: its context, the orchestrator's spawn and recorder, and
+    how to run, validate and reject one candidate text of its kind."""
+
+    ctx: RunContext
+    recorder: object
+    spawn: Spawn | None
+
+    def start_side(self, text: str, ids: list[str], stage: str, capture: bool) -> list[Part]:
+        """Start `text` on the examples `ids` (chain_gate.StartSide)."""
+
+    async def validate(self, item: WorkItem, text: str, width: int | None) -> None:
+        """Full validation of the candidate `text`, recorded on the item for update()."""
+
+    def reject(self, item: WorkItem, reason: str) -> None:
+        """Count, announce and end a candidate that failed."""
+
+    def handed_on(self, item: WorkItem, answers: Answers) -> None:
+        """The chain's next step `item` starts from `answers` (its traces are in the payload)."""
+
+
+class GatedChain:
+    """Mode chain for kinds with a minibatch gate; one per run, called by the kind at admission
+    (start), at its evaluate stage (evaluate) and after a commit (committed)."""
+
+    def __init__(self, host: ChainHost) -> None:
+        self.host = host
+        self.ctx = host.ctx
+        self._validation_slots: asyncio.Semaphore | None = None
 
     def head_text(self, item: WorkItem) -> str:
-        """The text an item improves: its chain head, else its pool parent."""
-        if item.chain is not None and item.chain.head_text:
-            return item.chain.head_text
-        return self.ctx.pool.get(item.parent_id).text
+        return head_text(self.ctx, item)
 
-    def chain_start(self, item: WorkItem) -> None:
+    def start(self, item: WorkItem) -> None:
         """A chain item admitted at rollout starts from the shared head."""
         ch = self.ctx.chain
         if not ch.head_text:  # first use in this run: the best validated artifact
@@ -58,37 +87,19 @@ class ChainMixin:
         item.parent_id = ch.head_base
         item.chain = ChainLink(ch.head_text, ch.seq, list(ch.head_chain))
 
-    def chain_prefetch(self, item: WorkItem) -> None:
-        """At a step's start (propose): draw the next minibatch and run the head on it now. The
-        head and that minibatch are known already, so these runs overlap the proposal and the
-        gate waits only for the candidate's own (a shorter tail: the slowest of 6, not of 9)."""
-        if item.chain is None or item.chain.gated or not self.ctx.config.pipeline.chain_prefetch \
-                or "next_mb" in item.payload:
-            return
-        nxt = item.payload["next_mb"] = self.ctx.sampler.next()
-        if self._prefetched is None:
-            self._prefetched = {}
-        head = self.head_text(item)
-        self._prefetched[item.item_id] = [asyncio.ensure_future(self.run_example(head, ex, "rollout")) for ex in nxt]
+    def estimate_calls(self) -> int:
+        """Metric calls of one chain step: the fused gate (3 minibatches) and validation."""
+        return 3 * self.ctx.config.pipeline.minibatch_size + len(self.ctx.task.val)
 
-    def _drop_prefetch(self, item_id: str) -> None:
-        for task in (self._prefetched or {}).pop(item_id, []):
-            task.cancel()
+    async def run_side(self, text: str, ids: list[str], stage: str) -> Answers:
+        parts = self.host.start_side(text, ids, stage, True)
+        try:
+            return Answers.joined(list(await asyncio.gather(*(f for f, _ in parts))))
+        finally:
+            for f, _ in parts:
+                f.cancel()
 
-    def ended(self, item: WorkItem) -> None:
-        self._drop_prefetch(item.item_id)  # a step that ends before its gate needs no head runs
-        super().ended(item)  # type: ignore[misc]
-
-    async def aclose(self) -> None:
-        for item_id in list(self._prefetched or {}):
-            self._drop_prefetch(item_id)
-        await super().aclose()  # type: ignore[misc]
-
-    def chain_estimate_calls(self) -> int:
-        """LLM calls of one chain step: the fused gate (3 minibatches), a proposal, validation."""
-        return 3 * self.ctx.config.pipeline.minibatch_size + 1 + len(self.ctx.task.val)
-
-    async def chain_evaluate(self, item: WorkItem) -> WorkItem | None:
+    async def evaluate(self, item: WorkItem) -> WorkItem | None:
         ctx, ch = self.ctx, self.ctx.chain
         link = item.chain
         assert link is not None, "a chain item without its chain link"
@@ -97,27 +108,27 @@ class ChainMixin:
         head, child = self.head_text(item), item.payload["child"]
         # The minibatch drawn at the step's start (kept in the payload, so a resume reuses it).
         nxt = item.payload.get("next_mb") or ctx.sampler.next()
-        prefetched = (self._prefetched or {}).pop(item.item_id, None)
+        item.payload["next_mb"] = nxt
         # The gate's head side: the shared head as it is now, if another chain moved it since this
         # step began (the candidate is merged into that one if it passes, and a failing chain goes
-        # on from it with its traces); prefetched runs are of the step's own head.
-        moved = ch.seq != link.head_seq and prefetched is None
-        if moved and ctx.config.pipeline.chain_gate_current_head:
+        # on from it with its traces).
+        if ch.seq != link.head_seq and ctx.config.pipeline.chain_gate_current_head:
             gate_head, gate_seq, gate_chain, gate_base = ch.head_text, ch.seq, ch.head_chain, ch.head_base
             ctx.staleness_counts["chain_current_head"] += 1
         else:
             gate_head, gate_seq, gate_chain, gate_base = head, link.head_seq, link.head_chain, item.parent_id
         if ch.seq != link.head_seq and merge.three_way(head, child, ch.head_text) is None:
-            return await self._reject_unjoinable(item, nxt, prefetched, gate_head, gate_seq, gate_chain, gate_base)
+            return await self._reject_unjoinable(item, nxt, gate_head, gate_seq, gate_chain, gate_base)
         ctx.bus.publish(ev.EvaluationStart(item_id=item.item_id, split="minibatch",
                                            n_examples=len(item.minibatch) + len(nxt)))
-        score_range = ctx.task.score_range  # mode chain runs prompt tasks only
-        gate = await chain_gate.decide(self.run_example, child, item.minibatch, nxt, gate_head, sum(item.payload["parent_mb"]),
-                                       score_range, ctx.config.pipeline.chain_early_gate, head_next=prefetched)
+        score_range = getattr(ctx.task, "score_range", (float("-inf"), float("inf")))
+        gate = await chain_gate.decide(self.host.start_side, child, item.minibatch, nxt, gate_head,
+                                       sum(item.payload["parent_mb"]), score_range,
+                                       ctx.config.pipeline.chain_early_gate)
         own, child_next, head_next = gate.child_own, gate.child_next, gate.head_next
-        scores = [t["score"] for t in own + child_next]
+        scores = [t["score"] for t in own + child_next.traces]
         child_sum = sum(scores)
-        parent_sum = sum(item.payload["parent_mb"]) + sum(t["score"] for t in head_next)
+        parent_sum = sum(item.payload["parent_mb"]) + sum(t["score"] for t in head_next.traces)
         item.payload["child_mb"] = scores
         if gate.cancelled:
             item.payload["gate_cancelled"] = gate.cancelled
@@ -142,7 +153,7 @@ class ChainMixin:
         if reason:
             # The chain goes on from the gate's head, with that head's traces on the next minibatch.
             self._hand_on(item, gate_head, head_next, nxt, gate_seq, gate_chain, gate_base)
-            self.reject(item, reason)
+            self.host.reject(item, reason)
             return None
         # Rebased or not, the candidate extends the shared head (and its lineage).
         base = item.parent_id = ch.head_base
@@ -151,35 +162,38 @@ class ChainMixin:
         ch.head_chain = [item.item_id, *link.head_chain][: ch.MAX_CHAIN]
         link.gated = True  # no longer a proposing item: the chain's slot passes on
         self._hand_on(item, child, child_next, nxt, ch.seq, ch.head_chain, base)
-        self.recorder.save_item(item, outcome=None)  # a resume must not run this gate twice
+        self.host.recorder.save_item(item, outcome=None)  # a resume must not run this gate twice
         return await self._validate_head(item, child)
 
-    async def _reject_unjoinable(self, item: WorkItem, nxt: list[str], prefetched: list[asyncio.Future] | None,
-                                 head: str, seq: int, head_chain: list[str], base: str) -> None:
+    async def _reject_unjoinable(self, item: WorkItem, nxt: list[str], head: str, seq: int, head_chain: list[str],
+                                 base: str) -> None:
         """A candidate that cannot join the current head (a newer head holds its edit already, or
         it conflicts there) would be rejected after its gate whatever the gate decided, so the
         candidate is not run: only the gate's head side, whose traces the chain's next step needs."""
-        traces = await (gather_cancelling(prefetched) if prefetched else self.run_examples(head, nxt, "rollout"))
+        answers = await self.run_side(head, nxt, "rollout")
         self.ctx.staleness_counts["chain_unjoinable"] += 1
         self._count_step(collided=True)
-        self._hand_on(item, head, traces, nxt, seq, head_chain, base)
-        self.reject(item, "does not apply to the newer head (a conflict, or the edit is there); not gated")
+        self._hand_on(item, head, answers, nxt, seq, head_chain, base)
+        self.host.reject(item, "does not apply to the newer head (a conflict, or the edit is there); not gated")
         return None
 
     def _count_step(self, collided: bool) -> None:
         cfg = self.ctx.config.pipeline
         self.ctx.chain.after_step(collided, cfg.chain_floor, cfg.chains, cfg.chain_grow_after)
 
-    def _hand_on(self, item: WorkItem, head: str, traces: list[dict], minibatch: list[str], seq: int,
+    def _hand_on(self, item: WorkItem, head: str, answers: Answers, minibatch: list[str], seq: int,
                  head_chain: list[str], base: str) -> None:
         """Start the chain's next step at propose, unless the head is already perfect on that
         minibatch (GEPA skips those; admission then starts a fresh item)."""
+        traces = answers.traces
         if all(t["score"] >= self.ctx.task.max_score for t in traces):
             self.ctx.tally.skipped += 1
             return
         payload = {"traces": traces, "parent_mb": [t["score"] for t in traces], "parent_mb_of": base}
-        self.spawn(base, minibatch, payload, "propose",
-                   chain=ChainLink(head, seq, list(head_chain), chain_of=item.item_id))
+        nxt = self.host.spawn(base, minibatch, payload, "propose",
+                              chain=ChainLink(head, seq, list(head_chain), chain_of=item.item_id))
+        if nxt is not None:
+            self.host.handed_on(nxt, answers)
 
     async def _validate_head(self, item: WorkItem, child: str) -> WorkItem | None:
         ctx = self.ctx
@@ -191,8 +205,7 @@ class ChainMixin:
                 newer = ctx.chain.head_chain[0] if ctx.chain.head_chain else ctx.chain.head_base
                 item.end("superseded", f"a newer head ({newer}) carries its edit")
                 return None
-            width = ctx.config.pipeline.chain_validation_width
-            self.record_validation(item, await self.full_validation(item, child, width))
+            await self.host.validate(item, child, ctx.config.pipeline.chain_validation_width)
         # Lineage: the nearest ancestor head that made it into the pool, else the base.
         item.parent_id = next((f"a{i[1:]}" for i in item.chain.head_chain if f"a{i[1:]}" in ctx.pool),
                               item.parent_id)
@@ -203,28 +216,9 @@ class ChainMixin:
         ch = self.ctx.chain
         return (ch.head_chain[0] if ch.head_chain else "") != item.item_id
 
-    def chain_committed(self, item: WorkItem, artifact_id: str) -> None:
+    def committed(self, item: WorkItem, artifact_id: str) -> None:
         """A validated head entered the pool: if it is still the shared head, chains now build
-        on a pool artifact (lineage and version gaps refer to it). With `chain_revert`, a head
-        that validates below the pool's best is taken back out of the shared head."""
+        on a pool artifact (lineage and version gaps refer to it)."""
         ch = self.ctx.chain
-        ancestor = item.item_id in ch.head_chain
         if ch.head_chain and ch.head_chain[0] == item.item_id:
             ch.head_base, ch.head_chain = artifact_id, []
-        if self.ctx.config.pipeline.chain_revert and (ancestor or ch.head_base == artifact_id):
-            self._revert_if_worse(artifact_id)
-
-    def _revert_if_worse(self, artifact_id: str) -> None:
-        """The gates are minibatch-sized, so a head can pass one and still be worse on the whole
-        validation set; the chains would then go on building on it (GEPA's Pareto selection
-        would not pick it again). Undo what it added over the pool's best in the current head
-        (a three-way merge keeps the newer heads' edits), else restart from the best. The newer
-        heads' validations are then skipped: the new head is no longer their descendant."""
-        ctx, ch = self.ctx, self.ctx.chain
-        art, best = ctx.pool.get(artifact_id), ctx.pool.best()
-        if best is None or best.artifact_id == artifact_id or art.val_mean >= best.val_mean:
-            return
-        reverted = merge.three_way(art.text, ch.head_text, best.text) if ch.head_text != art.text else None
-        ch.head_text, ch.seq = reverted or best.text, ch.seq + 1
-        ch.head_base, ch.head_chain = best.artifact_id, []
-        ctx.staleness_counts["chain_revert"] += 1

@@ -1,5 +1,5 @@
-"""Speculative artifacts of the prompt pipeline (FlashEvolve §3.3): insert after the validation
-prefix, confirm or remove after full validation, and fall back for work derived from a removed one.
+"""Speculative artifacts (FlashEvolve §3.3): insert after the validation prefix, confirm or
+remove after full validation, and fall back for work derived from a removed one.
 
 The confirmed pool never holds an artifact without full validation: a speculative artifact is
 selectable as a parent but never `best`, and it leaves the pool when its item ends any other way.
@@ -9,15 +9,33 @@ from __future__ import annotations
 
 import time
 
+from typing import Protocol
+
+from engine.context import RunContext
 from engine.items import SpeculativeEntry, WorkItem
+from engine.ledger import Ledger
 from engine.pool import Artifact
 from engine.selection import merge
 
 
-class SpeculationMixin:
-    """Mixed into PromptStages, which provides ctx, recorder and ledger (the pool's writer)."""
+class SpeculationHost(Protocol):
+    ctx: RunContext
+    ledger: Ledger
+    """The pool's one writer."""
+    recorder: object
+    """Its `in_flight` items fall back when an artifact they derive from is removed."""
 
-    def insert_speculative(self, item: WorkItem, child: str, prefix: list[dict], partial: float, threshold: float) -> None:
+    def artifact_meta(self, item: WorkItem) -> dict: ...
+
+
+class Speculation:
+    """Called by a kind with speculation on: `insert` after a validation prefix that beats the
+    pool's best, `settle` in update, `abandon` when the item ends any other way."""
+
+    def __init__(self, host: SpeculationHost) -> None:
+        self.host = host
+
+    def insert(self, item: WorkItem, child: str, prefix: list[dict], partial: float, threshold: float) -> None:
         art = Artifact(
             artifact_id=f"a{item.item_id[1:]}",
             text=child,
@@ -26,12 +44,12 @@ class SpeculationMixin:
             val_scores={t["example_id"]: t["score"] for t in prefix},
             status="speculative",
             created_at=time.time(),
-            meta={**self.artifact_meta(item), "partial": partial, "threshold": threshold},
+            meta={**self.host.artifact_meta(item), "partial": partial, "threshold": threshold},
         )
-        change = self.ledger.insert_speculative(item, art, partial, threshold)
+        change = self.host.ledger.insert_speculative(item, art, partial, threshold)
         item.speculative = SpeculativeEntry(art.artifact_id, threshold, change.version)
 
-    def settle_speculative(self, item: WorkItem) -> bool:
+    def settle(self, item: WorkItem) -> bool:
         """Confirm a speculative artifact on full validation (the ledger accepts it) or remove
         it; True if confirmed."""
         spec = item.speculative
@@ -39,24 +57,24 @@ class SpeculationMixin:
         full = item.payload["val"]
         mean = sum(full.values()) / len(full)
         if mean > spec.threshold:
-            self.ledger.confirm(item, spec.artifact_id, full, mean, spec.threshold, item.payload.get("val_feedback", {}))
+            self.host.ledger.confirm(item, spec.artifact_id, full, mean, spec.threshold, item.payload.get("val_feedback", {}))
             return True
-        stored = self.ledger.remove(item, spec.artifact_id, {"val_mean": mean, "threshold": spec.threshold})
+        stored = self.host.ledger.remove(item, spec.artifact_id, {"val_mean": mean, "threshold": spec.threshold})
         self._after_removal(spec, stored)
         return False
 
-    def abandon_speculative(self, item: WorkItem) -> None:
+    def abandon(self, item: WorkItem) -> None:
         """An item that inserted a speculative artifact ended without reaching update
         (review reject, crash): the unvalidated artifact must leave the pool."""
-        ctx, spec = self.ctx, item.speculative
+        ctx, spec = self.host.ctx, item.speculative
         if spec is None or ctx.pool.get(spec.artifact_id).status != "speculative":
             return
-        stored = self.ledger.remove(item, spec.artifact_id, {"reason": "its item ended before validation"})
+        stored = self.host.ledger.remove(item, spec.artifact_id, {"reason": "its item ended before validation"})
         self._after_removal(spec, stored)
 
     def _after_removal(self, spec: SpeculativeEntry, stored: Artifact) -> None:
         # Work derived from the removed artifact falls back to its parent and is now stale.
-        for other in self.recorder.in_flight.values():
+        for other in self.host.recorder.in_flight.values():
             if other.parent_id == spec.artifact_id:
                 other.parent_id = stored.parent_ids[0]
                 other.created_version = min(other.created_version, spec.version - 1)

@@ -9,9 +9,9 @@ of a proposal, in the `audit` table (schema v6), written through the store's sin
     commit    accepted (artifact id, the new component versions) or the outcome that ended it
               (rejected, failed, discarded_*, removed_speculative, ...) with its reason
 
-Mixed into PromptStages (before KindHandlers): `ended` writes the commit row of every item that
-ends without reaching the archive; the kind calls `audit_proposal`, `audit_evaluation` and
-`audit_commit` at its transitions. Nothing is written unless the strategy is `audited`.
+A kind holds one `Audit` and calls `proposal`, `evaluation` and `commit` at its transitions;
+`ended` writes the commit row of every item that ends without reaching the archive. Nothing is
+written unless the strategy is `audited`.
 """
 
 from __future__ import annotations
@@ -19,11 +19,12 @@ from __future__ import annotations
 import difflib
 import re
 import time
-from typing import Sequence
 
 from engine import components
 from engine.component_versions import VersionIndex
+from engine.context import RunContext
 from engine.items import WorkItem
+from engine.strategy.protocols import Strategy
 
 EXCERPT = 300
 """Most characters of one trace's feedback or output kept as evidence."""
@@ -35,27 +36,21 @@ def _cut(text: object, n: int = EXCERPT) -> str:
     return s if len(s) <= n else s[:n] + " [...]"
 
 
-class AuditMixin:
-    """See the module docstring; needs ctx, strategy and (after it in the MRO) KindHandlers."""
+class Audit:
+    """See the module docstring."""
 
-    def audit(self, item: WorkItem, transition: str, decision: str, reason: str = "",
-              component: str | None = None, **detail) -> None:
+    def __init__(self, ctx: RunContext, strategy: Strategy) -> None:
+        self.ctx, self.strategy = ctx, strategy
+
+    def record(self, item: WorkItem, transition: str, decision: str, reason: str = "",
+               component: str | None = None, **detail) -> None:
         if not self.strategy.audited or item.is_merge:
             return
         self.ctx.store.insert_audit(self.ctx.run_id, item_id=item.item_id, transition=transition,
                                     component=component, decision=decision, reason=reason or None,
                                     detail=detail, created_at=time.time())
 
-    def choose_component(self, names: Sequence[str], turn: str, item: WorkItem) -> str:
-        """The strategy's Select (round robin unless it has a component_choice)."""
-        choice = self.strategy.component_choice
-        if choice is None:
-            return turn
-        name, why = choice(list(names), list(item.payload.get("traces") or []), turn)
-        item.payload["component_choice"] = [name, why]
-        return name
-
-    def audit_proposal(self, item: WorkItem, parent_text: str, reply: str | None) -> None:
+    def proposal(self, item: WorkItem, parent_text: str, reply: str | None) -> None:
         """Reflect, select and improve rows of a proposal that is over (made or failed)."""
         if not self.strategy.audited:
             return
@@ -63,47 +58,46 @@ class AuditMixin:
         evidence = [{"example_id": t.get("example_id"), "score": t.get("score"), "feedback": _cut(t.get("feedback")),
                      "output": _cut(t.get("output"))} for t in item.payload.get("traces") or []]
         hypothesis = _cut(_FENCED.sub("", reply or "").strip(), 600)
-        self.audit(item, "reflect", "observed", component=chosen[0], evidence=evidence, hypothesis=hypothesis,
+        self.record(item, "reflect", "observed", component=chosen[0], evidence=evidence, hypothesis=hypothesis,
                    parent_id=item.parent_id)
-        self.audit(item, "select", "selected", chosen[1], component=chosen[0])
+        self.record(item, "select", "selected", chosen[1], component=chosen[0])
         child = item.payload.get("child")
         if child is None:
-            self.audit(item, "improve", "failed", item.payload.get("reason", "proposal failed"), component=chosen[0])
+            self.record(item, "improve", "failed", item.payload.get("reason", "proposal failed"), component=chosen[0])
             return
         diffs = components.component_diff_texts(parent_text, child)
         proposal = dict(diffs) if diffs is not None else {"text": "\n".join(difflib.unified_diff(
             parent_text.splitlines(), child.splitlines(), "parent", "child", lineterm=""))}
-        self.audit(item, "improve", "made", component=chosen[0], proposal=proposal,
+        self.record(item, "improve", "made", component=chosen[0], proposal=proposal,
                    changed=item.payload.get("changed_components", []))
 
-    def audit_evaluation(self, item: WorkItem, passed: bool, reason: str = "") -> None:
+    def evaluation(self, item: WorkItem, passed: bool, reason: str = "") -> None:
         if not self.strategy.audited:
             return
         val = item.payload.get("val") or {}
         evaluation = {"child_minibatch": item.payload.get("child_mb"), "parent_minibatch": item.payload.get("parent_mb"),
                       "val_mean": sum(val.values()) / len(val) if val else None}
-        self.audit(item, "evaluate", "passed" if passed else "failed", reason, component=self._audited_component(item),
+        self.record(item, "evaluate", "passed" if passed else "failed", reason, component=self._audited_component(item),
                    evaluation=evaluation)
 
-    def audit_commit(self, item: WorkItem, artifact_id: str) -> None:
+    def commit(self, item: WorkItem, artifact_id: str) -> None:
         if not self.strategy.audited:
             return
-        index = VersionIndex(self.ctx.pool.confirmed())
+        index = VersionIndex(self.ctx.pool.artifacts())
         carried = index.of_artifact(artifact_id)
         changed = [n for n in carried if carried[n].artifact_id == artifact_id]
-        self.audit(item, "commit", "accepted", f"validation mean {self.ctx.pool.get(artifact_id).val_mean:.4f}",
+        self.record(item, "commit", "accepted", f"validation mean {self.ctx.pool.get(artifact_id).val_mean:.4f}",
                    component=self._audited_component(item), artifact_id=artifact_id,
                    versions={n: carried[n].version for n in changed}, pool_version=self.ctx.pool.version)
 
     def ended(self, item: WorkItem) -> None:
-        super().ended(item)
         if not self.strategy.audited or "proposal" not in item.payload:
             return
         outcome = str(item.payload.get("outcome", ""))
         reason = str(item.payload.get("reason", ""))
         if outcome == "rejected" and "child_mb" in item.payload:
-            self.audit_evaluation(item, False, reason)
-        self.audit(item, "commit", outcome or "ended", reason, component=self._audited_component(item))
+            self.evaluation(item, False, reason)
+        self.record(item, "commit", outcome or "ended", reason, component=self._audited_component(item))
 
     @staticmethod
     def _audited_component(item: WorkItem) -> str | None:

@@ -1,4 +1,4 @@
-"""Reflective repair of stale prompt proposals (FlashEvolve §3.2, the reflective policy).
+"""Reflective repair of stale proposals of text kinds (FlashEvolve §3.2, the reflective policy).
 
 The LLM checks a proposal made against an older pool against every pool change since its
 version and keeps it, patches it onto the current best, or discards it.
@@ -6,21 +6,33 @@ version and keeps it, patches it onto the current best, or discards it.
 
 from __future__ import annotations
 
+from typing import Protocol
+
 from engine import components
-from engine.context import stop_if_fatal
+from engine.context import RunContext, stop_if_fatal
 from engine.items import WorkItem
 from engine.llm.errors import LLMError
 from engine.llm.shrink import middle_out
 from engine.stages import reflection
 
 
-class StaleRepairMixin:
-    """Mixed into PromptStages, which provides ctx and recorder."""
+class RepairHost(Protocol):
+    ctx: RunContext
+    recorder: object
+    """Records the verdict and discards what the LLM discards."""
+
+
+class ReflectiveRepair:
+    """The reflect stage of a kind whose candidates are texts in `item.payload["child"]` (a prompt
+    or a rendering of named components)."""
+
+    def __init__(self, host: RepairHost) -> None:
+        self.host = host
 
     async def reflect(self, item: WorkItem) -> WorkItem | None:
         """Reflective async: the LLM checks a stale proposal against every pool change since
         its version and keeps it, patches it onto the current best, or discards it."""
-        ctx = self.ctx
+        ctx, recorder = self.host.ctx, self.host.recorder
         best = ctx.pool.leader()  # speculative included: repairs build on the newest promising work
         parent = ctx.pool.get(item.parent_id)
         changes = []
@@ -50,10 +62,10 @@ class StaleRepairMixin:
         gap = ctx.pool.gap(item.created_version)
         spent = item.tokens - tokens_before
         ctx.staleness_counts[f"reflect_{verdict}"] += 1
-        self.recorder.record_decision(item, "reflect", gap, verdict, reason or verdict, tokens=spent,
+        recorder.record_decision(item, "reflect", gap, verdict, reason or verdict, tokens=spent,
                                       detail={"best": best.artifact_id, "changes": len(changes)})
         if verdict in ("discard", "malformed"):
-            self.recorder.discard(item, "reflect", gap, f"reflection: {verdict}: {reason}", "discarded_reflect")
+            recorder.discard(item, "reflect", gap, f"reflection: {verdict}: {reason}", "discarded_reflect")
             return None
         item.payload["reflected_at"] = ctx.pool.version
         if verdict == "patch":
