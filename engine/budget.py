@@ -100,7 +100,8 @@ class Budget:
         if self.meter is None:
             return 0.0, 0.0
         usd, gpu_s = self.meter.record(rec.endpoint, rec.url, rec.model, rec.stage, rec.prompt_tokens,
-                                       rec.completion_tokens, rec.latency_s)
+                                       rec.completion_tokens, rec.latency_s,
+                                       cached=getattr(rec, "cached_tokens", 0))
         self.charge("usd", usd, reservation)
         self.charge("gpu_s", gpu_s, reservation)
         return usd, gpu_s

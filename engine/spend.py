@@ -93,9 +93,10 @@ class SpendMeter:
         return (price.usd(prompt, completion, cached) if price else 0.0), 0.0
 
     def record(self, endpoint: str, url: str | None, model: str, stage: str, prompt: int, completion: int,
-               latency_s: float, calls: int = 1) -> tuple[float, float]:
-        """Price one call (or a stored group of calls) and add it to the tallies."""
-        usd, gpu_s = self.cost(endpoint, url, model, prompt, completion, latency_s)
+               latency_s: float, calls: int = 1, cached: int = 0) -> tuple[float, float]:
+        """Price one call (or a stored group of calls) and add it to the tallies; `cached` of the
+        prompt tokens were served from the server's prompt cache (the model's cached price)."""
+        usd, gpu_s = self.cost(endpoint, url, model, prompt, completion, latency_s, cached)
         self.usd += usd
         self.gpu_s += gpu_s
         for kind, key in (("stage", stage or "-"), ("model", model or "-"), ("endpoint", endpoint or "-")):
@@ -112,10 +113,12 @@ class SpendMeter:
         return usd, gpu_s
 
     def restore(self, groups: Iterable[list]) -> None:
-        """Stored calls, grouped [endpoint, url, model, stage, calls, prompt, completion, latency_s]."""
-        for endpoint, url, model, stage, calls, prompt, completion, latency in groups:
+        """Stored calls, grouped [endpoint, url, model, stage, calls, prompt, completion, latency_s,
+        cached] (cached prompt tokens since schema v8; a group without it has none)."""
+        for endpoint, url, model, stage, calls, prompt, completion, latency, *rest in groups:
+            cached = int(rest[0] or 0) if rest else 0
             self.record(str(endpoint), url, str(model or ""), str(stage or ""), int(prompt or 0),
-                        int(completion or 0), float(latency or 0.0), calls=int(calls))
+                        int(completion or 0), float(latency or 0.0), calls=int(calls), cached=cached)
 
     def worst_call(self) -> tuple[float, float]:
         """(dollars, GPU-seconds) one call of any of the run's endpoints can cost at most: the

@@ -38,6 +38,15 @@ None when nothing can be cut. See engine.llm.shrink."""
 
 
 CANCELLED_ERROR = "cancelled: no longer needed (the run stopped, or its step was already decided)"
+RETRY_AFTER_MAX_S = 120.0
+"""A server's Retry-After is honoured up to this (backoff_max_s only bounds our own backoff): a
+rate-limited API that says "in 20 s" refuses every earlier retry."""
+
+
+def cached_prompt_tokens(usage: dict | None) -> int:
+    """OpenAI's usage.prompt_tokens_details.cached_tokens (0 when the server does not report it)."""
+    details = usage.get("prompt_tokens_details") if isinstance(usage, dict) else None
+    return usage_int(details, "cached_tokens") or 0
 
 
 class LLMClient:
@@ -51,6 +60,7 @@ class LLMClient:
         on_call: Callable[[CallRecord], None] | None = None,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         rng: random.Random | None = None,
+        monotonic: Callable[[], float] | None = None,
         draw_salt: str = "",
     ) -> None:
         if base_url is None and cfg.url == SIM_URL:
@@ -77,6 +87,12 @@ class LLMClient:
         self._on_call = on_call
         self._sleep = sleep
         self._rng = rng or random.Random()
+        # The hold needs a clock that moves with `sleep`: a caller that injects a sleep (a fake
+        # clock) without its clock gets no hold.
+        self._monotonic = monotonic or (time.monotonic if sleep is asyncio.sleep else None)
+        self._hold_until = 0.0
+        """A rate limit's Retry-After holds every request of this client until then, so that
+        concurrent requests do not all retry into the same limit at once."""
         self._draws = DrawKeys(draw_salt)
         """Keys a simulator seeds each reply from (engine/llm/draws.py): resumes reproduce replies."""
         self._sem = asyncio.Semaphore(cfg.max_concurrency)
@@ -180,8 +196,15 @@ class LLMClient:
     def _backoff(self, attempt: int, retry_after: float | None) -> float:
         cap = self._cfg.backoff_max_s
         if retry_after is not None:
-            return min(retry_after, cap)
+            return min(retry_after, max(cap, RETRY_AFTER_MAX_S))
         return self._rng.uniform(0.0, min(cap, self._cfg.backoff_base_s * 2**attempt))
+
+    async def _wait_for_hold(self, waited_until: float) -> None:
+        """Wait out a hold set by another request's 429 (not one this request already slept for)."""
+        if self._monotonic is not None and self._hold_until > waited_until:
+            wait = self._hold_until - self._monotonic()
+            if wait > 0:
+                await self._sleep(wait)
 
     # -- requests --------------------------------------------------------------------------------
 
@@ -227,9 +250,11 @@ class LLMClient:
         """Retry transient failures; return the reply or the final error (not raised, so it carries no
         chained httpx exception whose request holds the Authorization header)."""
         retries = 0
+        waited_until = 0.0
         while True:
             err: LLMError | None = None
             try:
+                await self._wait_for_hold(waited_until)
                 return await self._attempt(payload, headers), None, retries
             except LLMError as exc:
                 err = exc.with_traceback(None)  # its frames hold the headers, its context the body
@@ -242,6 +267,9 @@ class LLMClient:
             if retries >= self._cfg.max_retries:
                 return None, err.gave_up(retries), retries
             delay = self._backoff(retries, err.retry_after)
+            waited_until = (self._monotonic() if self._monotonic else 0.0) + delay
+            if err.retry_after is not None:
+                self._hold_until = max(self._hold_until, waited_until)
             retries += 1
             self._retries += 1
             await self._sleep(delay)
@@ -312,7 +340,8 @@ class LLMClient:
         self._report(CallRecord(status="length" if reply.finish_reason == "length" else "ok",
                                 finish_reason=reply.finish_reason, prompt_tokens=prompt,
                                 completion_tokens=completion, ttft_s=reply.ttft_s, error=None,
-                                response=reply.text, **record))
+                                response=reply.text, cached_tokens=min(cached_prompt_tokens(reply.usage), prompt),
+                                **record))
         return ChatResult(reply.text, reply.finish_reason, prompt, completion, latency, retries, shrunk)
 
     def _report(self, rec: CallRecord) -> None:

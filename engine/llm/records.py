@@ -26,6 +26,9 @@ class CallRecord:
     on_call must not change them."""
     response: str | None = None
     """The response text; None for an error or cancelled call."""
+    cached_tokens: int = 0
+    """Prompt tokens the server served from its prompt cache (OpenAI's
+    usage.prompt_tokens_details.cached_tokens); priced at the model's cached rate."""
 
 
 @dataclass(frozen=True)

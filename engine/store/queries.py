@@ -103,7 +103,8 @@ async def _counts(conn: aiosqlite.Connection, run_id: str) -> dict[str, Any]:
         completion += int(c or 0)
     # Spend is priced from these (engine/spend.py): the same calls, whatever the session counters say.
     groups = [list(row) for row in await conn.execute_fetchall(
-        "SELECT endpoint, url, model, stage, count(*), sum(prompt_tokens), sum(completion_tokens), sum(latency_s) "
+        "SELECT endpoint, url, model, stage, count(*), sum(prompt_tokens), sum(completion_tokens), sum(latency_s), "
+        "sum(cached_tokens) "
         "FROM llm_calls WHERE run_id = ? GROUP BY endpoint, url, model, stage ORDER BY 1, 2, 3, 4", (run_id,))]
     (evals,), = await conn.execute_fetchall(
         "SELECT count(*) FROM evaluations WHERE run_id = ?", (run_id,))

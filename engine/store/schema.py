@@ -6,7 +6,7 @@ another program's SQLite file is refused instead of being written into.
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 # "evot" as a big-endian 32-bit integer, the SQLite convention for application ids.
 APPLICATION_ID = int.from_bytes(b"evot", "big")
 
@@ -235,8 +235,14 @@ _V7: tuple[str, ...] = (
     )""",
 )
 
+# v8: prompt tokens a call's server served from its prompt cache (OpenAI's
+# usage.prompt_tokens_details.cached_tokens), priced at the model's cached rate (engine/spend.py).
+_V8: tuple[str, ...] = (
+    "ALTER TABLE llm_calls ADD COLUMN cached_tokens INTEGER NOT NULL DEFAULT 0",
+)
+
 # MIGRATIONS[i] brings a database from version i to version i + 1. Append, never edit old entries.
-MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7)
+MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7, _V8)
 assert len(MIGRATIONS) == SCHEMA_VERSION
 
 RUN_COLUMNS: tuple[str, ...] = (

@@ -33,7 +33,8 @@ ITEM_COLS = ("run_id", "item_id", "created_version", "parent_artifact_id", "stag
 STAGE_COLS = ("run_id", "item_id", "stage", "version_at_consume", "gap", "enqueued_at", "started_at",
               "finished_at", "outcome")
 CALL_COLS = ("run_id", "endpoint", "url", "model", "stage", "status", "finish_reason", "prompt_tokens",
-             "completion_tokens", "latency_s", "ttft_s", "retries", "error", "item_id", "created_at")
+             "completion_tokens", "latency_s", "ttft_s", "retries", "error", "item_id", "created_at",
+             "cached_tokens")
 STALE_COLS = ("run_id", "item_id", "stage", "policy", "gap", "item_version", "pool_version",
               "decision", "reason", "created_at", "tokens", "detail_json")
 REVIEW_COLS = ("run_id", "item_id", "gate", "decision", "reason", "edited", "created_at")

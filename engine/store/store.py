@@ -208,6 +208,12 @@ class Store:
             dumps(minibatch, column="minibatch"), created_at, dumps(meta or {}, column="meta"),
             dumps(components, column="components")))
 
+    def set_artifact_status(self, run_id: str, artifact_id: str, status: str) -> None:
+        """Only a stored artifact's status (a restore rolling it back or reinstating it): its
+        other columns, its minibatch among them, stay as they are."""
+        self._put_sql("set_artifact_status", "UPDATE artifacts SET status = ? WHERE run_id = ? AND artifact_id = ?",
+                      (status, run_id, artifact_id))
+
     def insert_lineage(self, run_id: str, parent_id: str, child_id: str, operator: str,
                        created_at: float) -> None:
         self._put("insert_lineage", LINEAGE_COLS, (run_id, parent_id, child_id, operator, created_at))
@@ -253,7 +259,7 @@ class Store:
         values = params(CALL_COLS, (
             run_id, rec.endpoint, rec.url, rec.model, rec.stage, rec.status, rec.finish_reason,
             rec.prompt_tokens, rec.completion_tokens, rec.latency_s, getattr(rec, "ttft_s", None),
-            rec.retries, rec.error, item_id, rec.started_at))
+            rec.retries, rec.error, item_id, rec.started_at, getattr(rec, "cached_tokens", 0)))
         n_messages, refs = self._texts.refs(run_id, rec, self._put_blob)
         self._put_sql("insert_llm_call", blobs.call_insert_sql(CALL_COLS, n_messages), (*values, *refs))
 

@@ -150,13 +150,13 @@ async def test_stream_with_finish_reason_but_no_done_is_complete():
 
 
 async def test_429_is_retried_honouring_capped_retry_after():
-    replies = iter([httpx.Response(429, headers={"Retry-After": "100"}, json={"error": {"message": "slow down"}}),
+    replies = iter([httpx.Response(429, headers={"Retry-After": "300"}, json={"error": {"message": "slow down"}}),
                     httpx.Response(429, headers={"Retry-After": "0.25"}),
                     completion("ok", usage={"prompt_tokens": 1, "completion_tokens": 1})])
     h = Harness(lambda r: next(replies))
     res = await h.chat()
     assert res.text == "ok" and res.retries == 2
-    assert h.sleeps == [2.0, 0.25]  # 100 s capped at backoff_max_s
+    assert h.sleeps == [120.0, 0.25]  # the server's wait, up to RETRY_AFTER_MAX_S (not backoff_max_s)
     assert h.records[0].retries == 2 and h.client.retries == 2 and len(h.records) == 1
 
 

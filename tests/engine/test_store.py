@@ -137,7 +137,7 @@ async def test_round_trip_of_every_write_method(tmp_path: Path) -> None:
     assert calls[0] == {"endpoint": "task", "url": "http://127.0.0.1:8000/v1", "model": "qwen",
                         "stage": "rollout", "status": "ok", "finish_reason": "stop", "prompt_tokens": 100,
                         "completion_tokens": 40, "latency_s": 1.5, "ttft_s": 0.3, "retries": 0,
-                        "error": None, "item_id": "i2", "created_at": 10.0,
+                        "error": None, "item_id": "i2", "created_at": 10.0, "cached_tokens": 0,
                         "request_blobs": None, "response_blob": None}  # FakeCall carries no texts
     assert (calls[1]["status"], calls[1]["error"], calls[1]["retries"], calls[1]["item_id"],
             calls[1]["ttft_s"], calls[1]["created_at"]) == ("error", "timeout", 3, None, None, 11.0)
