@@ -269,8 +269,10 @@ class SimApp:
             st.server.submit(job)
         except Rejected as exc:
             st.rejected_429 += 1
+            # A per-minute limit states its wait in simulated seconds; the client waits in wall time.
+            wait = "1" if exc.retry_after_s is None else f"{exc.retry_after_s / self.state.cfg.time_scale:.3f}"
             await _send_json(send, 429, _error(f"rate limited: {exc}", "rate_limit_error", "rate_limited"),
-                             [(b"retry-after", b"1")])
+                             [(b"retry-after", wait.encode())])
             return
         st.in_flight += 1
         st.peak_in_flight = max(st.peak_in_flight, st.in_flight)

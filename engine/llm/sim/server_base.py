@@ -15,7 +15,12 @@ from engine.llm.sim.clock import Clock
 
 
 class Rejected(Exception):
-    """The api profile is at its concurrency cap (answered with HTTP 429)."""
+    """The api profile refuses a request (HTTP 429): its concurrency cap, or a per-minute limit.
+    retry_after_s: simulated seconds until the limit covers it (None: unknown or never)."""
+
+    def __init__(self, message: str, retry_after_s: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
 
 
 @dataclass(eq=False)

@@ -9,9 +9,12 @@ Two profiles:
   The KV cache holds ``vllm_kv_cache_tokens``: a request is admitted only if its prompt fits
   (above a 1% watermark); when decoding fills the cache, the latest admitted sequence is
   preempted (recompute: it waits at the head of the queue, then prefills prompt and output so
-  far again), as vLLM's scheduler does.
+  far again), as vLLM's scheduler does. With ``vllm_prefill_shares_compute`` (a CPU server such
+  as llama.cpp, which runs prompt tokens in the same batches as decode steps on the same cores)
+  decoding pauses while a prompt is prefilled.
 - ``ApiServer``: a hosted endpoint whose latency does not depend on load, with a hard
-  concurrency cap above which requests are rejected (HTTP 429).
+  concurrency cap and optional tokens- and requests-per-minute limits (rate_limits.py) above
+  which requests are rejected (HTTP 429 with the wait in Retry-After).
 
 Both are discrete-event simulators driven by clock timers (clock.py): rates change exactly
 when a sequence joins or leaves, and nothing polls. The Job record and the accounting both
@@ -27,6 +30,7 @@ from collections import deque
 
 from engine.config import LengthDist, SimConfig
 from engine.llm.sim.clock import Clock, TimerHandle
+from engine.llm.sim.rate_limits import OverLimit, RateLimits
 from engine.llm.sim.server_base import Job, Rejected, ServerBase, resolve_future
 
 FALLBACK_LENGTH = LengthDist(median=600, sigma=0.7, max=6000)
@@ -74,6 +78,7 @@ class VllmServer(ServerBase):
         self.peak = cfg.vllm_peak_tok_s
         self.capacity = cfg.vllm_max_num_seqs
         self.prefill_tok_s = cfg.vllm_prefill_tok_s
+        self.prefill_shares_compute = cfg.vllm_prefill_shares_compute
         self.kv_capacity: float = cfg.vllm_kv_cache_tokens or math.inf
         self._kv_admit_limit = self.kv_capacity * (1.0 - KV_WATERMARK)
         self.preemptions = 0
@@ -179,8 +184,13 @@ class VllmServer(ServerBase):
     def _prefill_event(self) -> float:
         return self._prefilling[0][0] if self._prefilling else math.inf
 
+    def _decode_paused(self) -> bool:
+        """Prefill holds the compute decoding needs (prefills run back to back, so a job in
+        _prefilling means the prefill queue is busy now)."""
+        return self.prefill_shares_compute and bool(self._prefilling)
+
     def _decode_event(self) -> float:
-        if not self._decoding:
+        if not self._decoding or self._decode_paused():
             return math.inf
         left = max(self._decoding[0][0] - self._v, 0.0)
         return self._t + left / self.per_seq(len(self._decoding))
@@ -189,7 +199,7 @@ class VllmServer(ServerBase):
         """When the cache fills at the current decode rate (never with one sequence left: vLLM
         cannot preempt its last running sequence, it would make no progress at all)."""
         b = len(self._decoding)
-        if b < 2 or self.kv_capacity == math.inf:
+        if b < 2 or self.kv_capacity == math.inf or self._decode_paused():
             return math.inf
         return self._t + max(self.kv_capacity - self.kv_used, 0.0) / (b * self.per_seq(b))
 
@@ -197,7 +207,8 @@ class VllmServer(ServerBase):
         dt = t - self._t
         if dt > 0 and self._decoding:
             b = len(self._decoding)
-            self._v += self.per_seq(b) * dt
+            if not self._decode_paused():
+                self._v += self.per_seq(b) * dt
             self.running_integral += b * dt
         self._t = max(self._t, t)
 
@@ -268,7 +279,8 @@ class VllmServer(ServerBase):
 
 
 class ApiServer(ServerBase):
-    """Load-independent latency: lognormal TTFT + tokens / api_tok_s; 429 above the cap."""
+    """Load-independent latency: lognormal TTFT + tokens / api_tok_s; 429 above the cap or
+    the per-minute limits."""
 
     def __init__(self, cfg: SimConfig, clock: Clock, sampler: LengthSampler) -> None:
         super().__init__(clock)
@@ -276,6 +288,7 @@ class ApiServer(ServerBase):
         self.ttft_s = cfg.api_ttft_s
         self.tok_s = cfg.api_tok_s
         self._sampler = sampler
+        self.limits = RateLimits(cfg.api_tokens_per_minute, cfg.api_requests_per_minute)
         self._active: set[Job] = set()
         self._timers: dict[Job, list[TimerHandle]] = {}
 
@@ -301,6 +314,10 @@ class ApiServer(ServerBase):
         now = max(self.clock.now(), self._t)
         if len(self._active) >= self.capacity:
             raise Rejected(f"more than {self.capacity} concurrent requests")
+        try:
+            self.limits.admit(job.prompt_tokens + job.tokens, now)
+        except OverLimit as exc:
+            raise Rejected(str(exc), exc.retry_after_s) from None
         self._attach(job)
         if self.started_at is None:
             self.started_at = now
