@@ -1,6 +1,7 @@
 """What evaluated code may read (enforced with Landlock where the kernel has it).
 
-Allowed: the system's programs and libraries, the interpreter with its packages, the sandbox's own
+Allowed: the system's programs and libraries, the interpreter with its packages (the directories
+its site-packages' .pth files add included), the sandbox's own
 support files, the task folder, the evaluation's scratch (writable) and the paths a task declares
 (`[program] eval_read_paths`, for toolchains and caches in a home directory). Everything else is
 out of reach: the run database, home directories and their key files, other evaluations' scratch,
@@ -41,14 +42,40 @@ def _etc(root: str = "/etc") -> list[str]:
     return out
 
 
+def pth_dirs(site_dirs: list[str]) -> list[str]:
+    """Directories the .pth files of site_dirs put on the import path (a venv sharing another's
+    packages, a legacy editable install): the interpreter's packages too, so they stay readable."""
+    out: list[str] = []
+    for site_dir in site_dirs:
+        try:
+            names = sorted(n for n in os.listdir(site_dir) if n.endswith(".pth"))
+        except OSError:
+            continue
+        for name in names:
+            try:
+                lines = Path(site_dir, name).read_text(encoding="utf-8", errors="replace").splitlines()
+            except OSError:
+                continue
+            for line in lines:
+                line = line.strip()
+                if not line or line.startswith(("#", "import ", "import\t")):
+                    continue  # site.py runs import lines; they name no directory
+                path = os.path.join(site_dir, line)
+                if os.path.isdir(path):
+                    out.append(os.path.realpath(path))
+    return out
+
+
 def _interpreter(python: str) -> list[str]:
     real = os.path.realpath(python)
     paths = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix,
              str(Path(real).parent.parent), str(Path(python).parent.parent)}
     try:
-        paths.update(site.getsitepackages())
+        site_dirs = site.getsitepackages()
     except AttributeError:
-        pass  # a site module without it (some embedded builds)
+        site_dirs = []  # a site module without it (some embedded builds)
+    paths.update(site_dirs)
+    paths.update(pth_dirs(site_dirs))
     return sorted(paths)
 
 
