@@ -380,6 +380,9 @@ COMMANDS: tuple[Command, ...] = (
             _lazy("evotui.steer_cmd:add_arguments", DEFAULT_DB), _lazy("evotui.steer_cmd:main")),
     Command("sim-server", "serve the simulated backend on 127.0.0.1 over HTTP", _sim_server_arguments,
             _lazy("evotui.sim_server:main")),
+    Command("sim-calibrate", "measure a real server and write a simulator profile (--check: mode ratios, real "
+            "vs simulated)", _lazy("evotui.sim_calibrate_cmd:add_arguments"), _lazy("evotui.sim_calibrate_cmd:main"),
+            scratch=True),
 )
 """Every subcommand, in `evotui --help` order: a new command is one entry here (and a line in
 README's command list, which tests/test_command_table.py checks)."""

@@ -53,4 +53,5 @@ def test_each_command_parses_to_its_own_handler():
     assert (args.run_id, args.db) == ("r1", Path("x.db"))
     args = parser.parse_args(["tune", "r1", "a000001", "--trials", "3"])
     assert args.command == "tune" and args.trials == 3
-    assert {c.name for c in cli.COMMANDS if c.scratch} == {"bench", "bench-ui", "bench-db", "bench-evaluator"}
+    assert {c.name for c in cli.COMMANDS if c.scratch} == {"bench", "bench-ui", "bench-db", "bench-evaluator",
+                                                              "sim-calibrate"}
