@@ -22,6 +22,7 @@ from typing import Any, Mapping
 from engine import components
 from engine import events as ev
 from engine.capabilities import gated_chain
+from engine.capabilities.audit import Audit
 from engine.capabilities.chain_gate import Answers, Part
 from engine.capabilities.gated_chain import GatedChain
 from engine.capabilities.reflective_repair import ReflectiveRepair
@@ -126,6 +127,7 @@ class AdapterStages(PinnedParents, ExampleKindMixin, KindHandlers):
         self._next_component: dict[str, int] = {}
         self.chain = GatedChain(self) if self.mode.chains else None
         self.repair = ReflectiveRepair(self)
+        self.audit = Audit(ctx, strategy)
         self._threads = ThreadPoolExecutor(max_workers=ctx.config.pipeline.adapter_threads,
                                            thread_name_prefix="evotui-adapter")
         """The adapter's evaluate calls: its own pool, so many batches (and slices) run at once."""
@@ -148,6 +150,7 @@ class AdapterStages(PinnedParents, ExampleKindMixin, KindHandlers):
     def ended(self, item: WorkItem) -> None:
         self._batches.pop(item.item_id, None)  # a chain step handed traces to an item that never proposed
         super().ended(item)
+        self.audit.ended(item)
 
     def head_parts(self, item: WorkItem) -> components.Components:
         """The components an item improves: its chain head's, else its pool parent's."""
@@ -242,8 +245,10 @@ class AdapterStages(PinnedParents, ExampleKindMixin, KindHandlers):
         return item
 
     def pick_component(self, parent: Artifact, item: WorkItem) -> str:
-        """GEPA's round robin over the parent's components."""
-        return self.next_component(parent, parent.parts, item)
+        """GEPA's round robin over the parent's components, unless the strategy chooses (SEPL's
+        blame)."""
+        parts = self.head_parts(item)
+        return self.choose_component(components.evolvable(parts), self.next_component(parent, parts, item), item)
 
     async def propose(self, item: WorkItem) -> WorkItem | None:
         ctx = self.ctx
@@ -267,6 +272,7 @@ class AdapterStages(PinnedParents, ExampleKindMixin, KindHandlers):
         else:
             item.payload["reason"] = reason
         self.recorder.charge_proposal(item, made=child is not None)
+        self.audit.proposal(item, components.render(parts), None)
         ctx.bus.publish(ev.ProposalEnd(item_id=item.item_id, parent_id=parent.artifact_id, ok=child is not None,
                                        reason=reason))
         return self.proposal_outcome(item)
@@ -365,6 +371,7 @@ class AdapterStages(PinnedParents, ExampleKindMixin, KindHandlers):
         item.payload["val_feedback"] = {t["example_id"]: f"output: {t['output']}" for t in val}
         ctx.bus.publish(ev.EvaluationEnd(item_id=item.item_id, split="val",
                                          score=sum(item.payload["val"].values()) / len(val)))
+        self.audit.evaluation(item, True)
 
     def handed_on(self, item: WorkItem, answers: Answers) -> None:
         """The next step's reflective dataset is made from the side's own EvaluationBatch."""
@@ -388,6 +395,7 @@ class AdapterStages(PinnedParents, ExampleKindMixin, KindHandlers):
                        created_version=0, val_scores=item.payload["val"], created_at=time.time(), meta=meta,
                        components=parts)
         self.ledger.commit(item, art, item.payload.get("val_feedback", {}))
+        self.audit.commit(item, artifact_id)
         if self.chain is not None:
             self.chain.committed(item, artifact_id)
         item.payload["artifact_id"] = artifact_id

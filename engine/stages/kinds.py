@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from engine.config import RunConfig
 from engine.context import RunContext
-from engine.pipeline.modes import mode_named
 from engine.pipeline.spec import SearchHandlers
 from engine.stages.adapter_stages import AdapterStages
 from engine.stages.program_stages import ProgramStages
@@ -32,10 +31,9 @@ def strategy_for(ctx: RunContext) -> Strategy:
 def build_handlers(ctx: RunContext, strategy: Strategy | None = None) -> SearchHandlers:
     """ValueError (the message says what to change) when the mode cannot run the strategy."""
     chosen = strategy or strategy_for(ctx)
-    if chosen.audited and (ctx.task.kind != "prompt" or mode_named(ctx.config.pipeline.mode).chains):
-        raise ValueError(f"strategy {chosen.name} audits every transition of a prompt task's proposals in mode "
-                         f"async, sync or pxn (this run: kind {ctx.task.kind}, mode {ctx.config.pipeline.mode}); "
-                         "use --strategy gepa, or a prompt task with --mode async")
+    if chosen.audited and ctx.task.kind == "program":
+        raise ValueError(f"strategy {chosen.name} audits the components of prompt and adapter tasks; a program is "
+                         "one text (use --strategy openevolve, or a prompt task)")
     if ctx.task.kind == "program":
         return ProgramStages(ctx, chosen)
     if ctx.task.kind == "adapter":

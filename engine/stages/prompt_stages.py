@@ -309,6 +309,7 @@ class PromptStages(PinnedParents, ExampleKindMixin, KindHandlers):
 
     async def validate(self, item: WorkItem, text: str, width: int | None) -> None:
         self.record_validation(item, await self.full_validation(item, text, width))
+        self.audit.evaluation(item, True)  # a chain head passed its gate: its evaluate row
 
     def handed_on(self, item: WorkItem, answers: Answers) -> None:
         return None  # the next step's traces are in its payload: all a prompt proposal needs

@@ -87,15 +87,6 @@ def test_hot_swap_refuses_frozen_unknown_empty_unchanged_and_heading_texts():
         check_edit(None, "system", "x")
 
 
-def test_optimize_refuses_sepl_on_an_adapter_with_a_value_error(tmp_path):
-    import evotui
-    from tests.engine.test_api import KeywordAdapter, _data
-
-    with pytest.raises(ValueError, match="strategy sepl audits .* kind adapter"):
-        evotui.optimize({"p": "x"}, _data(4, 0), _data(4, 10), KeywordAdapter(), max_proposals=2, strategy="sepl",
-                        db=tmp_path / "api.db")
-
-
 class _Selector:
     def pick_parent(self) -> Pick:
         return Pick("chosen")
