@@ -93,7 +93,10 @@ def add_run_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--time-scale", type=float, metavar="X", help="simulated seconds per wall second")
     add_evaluator_flags(p)
     e = p.add_argument_group("pipeline")
-    e.add_argument("--mode", choices=["async", "sync", "pxn", "chain"])
+    e.add_argument("--mode", choices=["async", "sync", "pxn", "chain"],
+                   help="default: chain (8 chains) for prompt tasks under gepa and program tasks under "
+                        "openevolve, async otherwise or when an async-only option is set "
+                        "(`evotui config show` names the layer that chose it)")
     e.add_argument("--strategy", metavar="NAME", help="search strategy (`evotui strategies` lists them); default: "
                    "gepa on prompt tasks, openevolve on program tasks")
     e.add_argument("--policy", choices=["full", "guarded", "reflective"])
