@@ -62,10 +62,14 @@ class SteerScreen(ModalScreen[None]):
     BINDINGS = STEER_DIALOG_BINDINGS
     DEFAULT_CSS = """
     SteerScreen { align: center middle; }
-    #steer-dialog { width: 96; max-width: 98%; }
+    #steer-dialog { width: 96; max-width: 98%; height: auto; max-height: 100%; border: thick $warning;
+                    background: $panel; padding: 0 1; }
+    #steer-dialog .question { margin-bottom: 0; }
     #steer-state { color: $text-muted; margin-bottom: 1; }
+    #steer-dialog Input { margin-bottom: 1; }
     .steer-row { height: 1; margin-bottom: 1; }
-    .steer-row Button { margin-right: 1; }
+    .steer-row Button { margin-right: 2; min-width: 0; width: auto; }
+    #steer-dialog .hint { color: $text-muted; }
     """
 
     def __init__(self, candidate: str = "") -> None:
@@ -73,21 +77,22 @@ class SteerScreen(ModalScreen[None]):
         self.candidate = candidate
 
     def compose(self) -> ComposeResult:
-        with Vertical(classes="dialog", id="steer-dialog"):
+        with Vertical(id="steer-dialog"):
             yield Static("Steer the run", classes="question")
             yield Static("", id="steer-state")
-            yield Input(placeholder="guidance for the proposer; enter sends it", id="steer-text")
-            yield Input(placeholder="for N proposals (blank: until withdrawn)", id="steer-for", type="integer")
+            yield Input(placeholder="guidance for the proposer; enter sends it", id="steer-text", compact=True)
+            yield Input(placeholder="for N proposals (blank: until withdrawn)", id="steer-for", type="integer",
+                        compact=True)
             with Horizontal(classes="steer-row"):
                 yield Button("Guide", id="steer-guide", compact=True, variant="primary")
                 yield Button("Withdraw all", id="steer-unguide", compact=True)
             yield Input(value=self.candidate, placeholder="candidate id (pin, ban, held-out, branch)",
-                        id="steer-candidate")
+                        id="steer-candidate", compact=True)
             with Horizontal(classes="steer-row"):
                 for act, label in CANDIDATE_ACTS.items():
                     yield Button(label, id=f"steer-{act}", compact=True)
-            yield Static("[b]enter[/] guide · [b]tab[/] next field · [b]esc[/] close · "
-                         "every act is audited (`evotui steer RUN status`)", classes="hint")
+            yield Static("[b]enter[/] guide · [b]tab[/] next field · [b]esc[/] close · audited: "
+                         "`evotui steer RUN status`", classes="hint")
 
     async def on_mount(self) -> None:
         self.query_one("#steer-text", Input).focus()
