@@ -80,6 +80,10 @@ def check_combination(config: RunConfig, task) -> None:
     if task.kind not in mode.kinds:
         raise SetupError(f"task {task.name}: mode {mode.name} is for {' and '.join(sorted(mode.kinds))} tasks; "
                          f"{task.kind} tasks run in mode async, sync or pxn")
+    if config.pipeline.speculation and task.kind == "program":
+        raise SetupError(f"task {task.name}: speculation inserts a candidate after a prefix of its validation "
+                         "examples; a program's evaluation is one sandboxed call with no prefix to score (remove "
+                         "[pipeline] speculation)")
     try:
         strategy = build_strategy(config.strategy.name, task.kind, search_params(task, config))
     except UnknownStrategy as exc:

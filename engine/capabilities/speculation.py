@@ -11,6 +11,7 @@ import time
 
 from typing import Protocol
 
+from engine.components import Components
 from engine.context import RunContext
 from engine.items import SpeculativeEntry, WorkItem
 from engine.ledger import Ledger
@@ -35,7 +36,10 @@ class Speculation:
     def __init__(self, host: SpeculationHost) -> None:
         self.host = host
 
-    def insert(self, item: WorkItem, child: str, prefix: list[dict], partial: float, threshold: float) -> None:
+    def insert(self, item: WorkItem, child: str, prefix: list[dict], partial: float, threshold: float,
+               components: Components | None = None) -> None:
+        """`components`: the child's named components, for kinds that have them (they stay with
+        the artifact when it is confirmed)."""
         art = Artifact(
             artifact_id=f"a{item.item_id[1:]}",
             text=child,
@@ -45,6 +49,7 @@ class Speculation:
             status="speculative",
             created_at=time.time(),
             meta={**self.host.artifact_meta(item), "partial": partial, "threshold": threshold},
+            components=components,
         )
         change = self.host.ledger.insert_speculative(item, art, partial, threshold)
         item.speculative = SpeculativeEntry(art.artifact_id, threshold, change.version)

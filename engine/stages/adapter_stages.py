@@ -12,11 +12,8 @@ chain the gate is engine/capabilities/gated_chain.py, each side one `adapter.eva
 from __future__ import annotations
 
 import asyncio
-import json
-import math
 import time
 from concurrent.futures import ThreadPoolExecutor
-from numbers import Real
 from typing import Any, Mapping
 
 from engine import components
@@ -26,7 +23,8 @@ from engine.capabilities.audit import Audit
 from engine.capabilities.chain_gate import Answers, Part
 from engine.capabilities.gated_chain import GatedChain
 from engine.capabilities.reflective_repair import ReflectiveRepair
-from engine.context import FatalRunError, RunContext, stop_if_fatal
+from engine.capabilities.speculation import Speculation
+from engine.context import RunContext, stop_if_fatal
 from engine.hot_swap import HotSwapError, PinnedParents
 from engine.items import WorkItem, current_item
 from engine.llm.errors import LLMError
@@ -35,83 +33,12 @@ from engine.pipeline.spec import PipelineSpec, StageSpec
 from engine.pool import Artifact
 from engine.selection import merge
 from engine.stages import reflection
+from engine.stages.adapter_protocol import AdapterError, build_messages, check_batch, shown
 from engine.stages.base import KindHandlers
 from engine.stages.example_kinds import ExampleKindMixin
 from engine.stages.prompt_stages import TOKENS_PER_CALL_PRIOR, evaluation_rows
 from engine.strategy.protocols import Evidence, Strategy
 from engine.tasks.adapter_task import as_candidate
-
-SHOWN_CHARS = 300
-"""Most characters of an adapter output kept in a trace (the TUI and strategy stages read them)."""
-
-
-class AdapterError(FatalRunError):
-    """The adapter broke its protocol; the message says how (exit code 2: bad input)."""
-
-    def __init__(self, message: str) -> None:
-        super().__init__(message, exit_code=2)
-
-
-def check_batch(result: Any, n: int, capture: bool) -> tuple[list, list[float], list | None]:
-    """(outputs, scores, trajectories) of an EvaluationBatch-like result for `n` examples, or
-    AdapterError saying what is wrong with it."""
-    get = result.get if isinstance(result, Mapping) else lambda key: getattr(result, key, None)
-    outputs, scores, trajectories = get("outputs"), get("scores"), get("trajectories")
-    if scores is None or outputs is None:
-        raise AdapterError(f"adapter.evaluate returned {type(result).__name__} without outputs and scores; "
-                           "return an EvaluationBatch(outputs, scores, trajectories)")
-    outputs, scores = list(outputs), list(scores)
-    if len(outputs) != n or len(scores) != n:
-        raise AdapterError(f"adapter.evaluate returned {len(outputs)} outputs and {len(scores)} scores for a batch "
-                           f"of {n} examples; return one of each per example")
-    for k, s in enumerate(scores):
-        if isinstance(s, bool) or not isinstance(s, Real):
-            raise AdapterError(f"adapter.evaluate returned a non-numeric score {s!r} (example {k} of the batch); "
-                               "return numbers")
-        if not math.isfinite(float(s)):
-            raise AdapterError(f"adapter.evaluate returned a non-finite score {s!r} (example {k} of the batch)")
-    if trajectories is not None:
-        trajectories = list(trajectories)
-        if len(trajectories) != n:
-            raise AdapterError(f"adapter.evaluate returned {len(trajectories)} trajectories for a batch of {n} examples")
-    elif capture:
-        raise AdapterError("adapter.evaluate(capture_traces=True) returned no trajectories")
-    return outputs, [float(s) for s in scores], trajectories
-
-
-def _value(value: Any) -> str:
-    return value if isinstance(value, str) else json.dumps(value, indent=1, default=str, ensure_ascii=False)
-
-
-def build_messages(description: str, parts: components.Components, target: str, records: list[dict]) -> list[dict]:
-    """The reflection prompt for one component, from the adapter's reflective records (GEPA's
-    "Inputs" / "Generated Outputs" / "Feedback" dicts, or any keys). The contract of
-    engine/stages/reflection.py: the target's current text is the first ``` block, each record's
-    feedback is on a `Feedback:` line, and the answer is the new text in one ``` block. The other
-    components come first, quoted, as read-only context."""
-    out = [f"Task: {description}\n"] if description else []
-    others = [c for c in parts if c.name != target]
-    if others:
-        out.append("The system is configured by named text components; only one changes now.\n")
-        out.append("## Other components (context only: they stay as they are)")
-        out.extend(f"### [{c.name}]\n" + ("\n".join(f"> {ln}" for ln in c.text.strip().splitlines()) or ">") + "\n"
-                   for c in others)
-    current = next(c.text for c in parts if c.name == target)
-    out.append(f"## Current text of component [{target}]\n```\n{current.strip()}\n```\n")
-    out.append("## Examples")
-    for n, record in enumerate(records, start=1):
-        feedback = next((_value(v) for k, v in record.items() if str(k).lower() == "feedback"), "none")
-        shown = [f"{k}:\n{_value(v)}" for k, v in record.items() if str(k).lower() != "feedback"]
-        out.append(f"### Example {n}\n" + "\n".join(shown) + f"\nFeedback: {feedback or 'none'}\n")
-    out.append(f"Write the complete improved text of component [{target}] (without its heading) inside a single "
-               "``` block.")
-    return [{"role": "system", "content": reflection.SYSTEM}, {"role": "user", "content": "\n".join(out)}]
-
-
-def _shown(value: Any) -> str:
-    text = value if isinstance(value, str) else repr(value)
-    return text if len(text) <= SHOWN_CHARS else text[:SHOWN_CHARS] + " ..."
-
 
 class AdapterStages(PinnedParents, ExampleKindMixin, KindHandlers):
     """Handlers of an adapter task running `strategy` (engine/pipeline/spec.py: SearchHandlers)."""
@@ -128,6 +55,7 @@ class AdapterStages(PinnedParents, ExampleKindMixin, KindHandlers):
         self.chain = GatedChain(self) if self.mode.chains else None
         self.repair = ReflectiveRepair(self)
         self.audit = Audit(ctx, strategy)
+        self.speculation = Speculation(self)
         self._threads = ThreadPoolExecutor(max_workers=ctx.config.pipeline.adapter_threads,
                                            thread_name_prefix="evotui-adapter")
         """The adapter's evaluate calls: its own pool, so many batches (and slices) run at once."""
@@ -146,6 +74,8 @@ class AdapterStages(PinnedParents, ExampleKindMixin, KindHandlers):
 
     def abandoned(self, item: WorkItem) -> None:
         self._batches.pop(item.item_id, None)
+        if item.speculative is not None:
+            self.speculation.abandon(item)
 
     def ended(self, item: WorkItem) -> None:
         self._batches.pop(item.item_id, None)  # a chain step handed traces to an item that never proposed
@@ -200,7 +130,7 @@ class AdapterStages(PinnedParents, ExampleKindMixin, KindHandlers):
             result, outputs, scores = None, [o for c in checked for o in c[0]], [x for c in checked for x in c[1]]
         ctx.tally.metric_calls += len(ids)
         ctx.budget.charge("metric_calls", len(ids), ctx.reservations.get(current_item.get() or ""))
-        traces = [{"example_id": i, "input": _shown(ex), "output": _shown(out), "score": s, "feedback": ""}
+        traces = [{"example_id": i, "input": shown(ex), "output": shown(out), "score": s, "feedback": ""}
                   for i, ex, out, s in zip(ids, batch, outputs, scores)]
         return result, traces
 
@@ -361,12 +291,25 @@ class AdapterStages(PinnedParents, ExampleKindMixin, KindHandlers):
         return [(asyncio.ensure_future(side()), len(ids))]
 
     async def validate(self, item: WorkItem, text: str, width: int | None) -> None:
-        """Full validation, one adapter call (`width` is for kinds that run examples one by one)."""
+        """Full validation (`width` is for kinds that run examples one by one). With speculation,
+        the validation order's prefix first and a speculative insert if it beats the pool's best
+        (engine/capabilities/speculation.py), then the rest: the same examples either way."""
         ctx = self.ctx
         parts = components.parse_rendering(text, ctx.pool.get(item.parent_id).parts)
         assert parts is not None  # evaluate and the chain checked it
         ctx.bus.publish(ev.EvaluationStart(item_id=item.item_id, split="val", n_examples=len(ctx.task.val_ids)))
-        _, val = await self.run_batch(as_candidate(parts), ctx.task.val_ids, False)
+        candidate, order = as_candidate(parts), ctx.val_order.order if ctx.val_order is not None else None
+        if not ctx.config.pipeline.speculation or order is None or item.is_merge:
+            _, val = await self.run_batch(candidate, ctx.task.val_ids, False)
+        else:
+            cut = ctx.val_order.prefix_size(ctx.config.pipeline.spec_alpha)
+            _, prefix = await self.run_batch(candidate, order[:cut], False)
+            partial, best = sum(t["score"] for t in prefix) / len(prefix), ctx.pool.best()
+            if cut < len(order) and best is not None and partial > best.val_mean:
+                self.speculation.insert(item, text, prefix, partial, best.val_mean, parts)
+            rest = (await self.run_batch(candidate, order[cut:], False))[1] if cut < len(order) else []
+            val = prefix + rest
+            ctx.val_order.record({t["example_id"]: t["score"] for t in val})
         item.payload["val"] = {t["example_id"]: t["score"] for t in val}
         item.payload["val_feedback"] = {t["example_id"]: f"output: {t['output']}" for t in val}
         ctx.bus.publish(ev.EvaluationEnd(item_id=item.item_id, split="val",
@@ -384,6 +327,14 @@ class AdapterStages(PinnedParents, ExampleKindMixin, KindHandlers):
         item.end("rejected", reason)
 
     async def update(self, item: WorkItem) -> None:
+        if item.speculative is not None:
+            if not self.speculation.settle(item):
+                item.end("removed_speculative", "full validation did not confirm the partial score")
+                return None
+            self.audit.commit(item, item.speculative.artifact_id)
+            item.payload["artifact_id"] = item.speculative.artifact_id
+            item.end("accepted")
+            return None
         parent = self.ctx.pool.get(item.parent_id)
         parts = components.parse_rendering(item.payload["child"], parent.parts)
         assert parts is not None  # evaluate checked it

@@ -347,7 +347,8 @@ class PromptStages(PinnedParents, ExampleKindMixin, KindHandlers):
             partial = sum(t["score"] for t in prefix) / len(prefix)
             best = ctx.pool.best()
             if cut < len(order) and best is not None and partial > best.val_mean:
-                self.speculation.insert(item, child, prefix, partial, best.val_mean)
+                self.speculation.insert(item, child, prefix, partial, best.val_mean,
+                                          self.child_components(item)[0])
             val = prefix + await self.run_examples(child, order[cut:], "evaluate", width)
         if ctx.val_order is not None:
             ctx.val_order.record({t["example_id"]: t["score"] for t in val})
