@@ -38,7 +38,7 @@ shown: the lineage screen's notes panel and the EvoTrace export carry it."""
 INTRO = ("The person running this search asks the next proposals to follow this guidance (it outranks the "
          "other hints; the output format stays as asked above):")
 REPICKS = 8
-BYS = ("cli", "tui", "control", "python", "test")
+BYS = ("cli", "tui", "control", "python")
 
 
 def take(ctx: RunContext, req: dict[str, Any], by: str) -> Act:

@@ -42,7 +42,7 @@ async def test_guidance_reaches_exactly_n_proposals_and_is_audited(tmp_path: Pat
     db = tmp_path / "runs.db"
     run = await EngineRun.create("rules", LAYERS, db)
     events = run.bus.subscribe()
-    act = steering.take(run.ctx, {"act": "guide", "text": TEXT, "count": 3}, "test")
+    act = steering.take(run.ctx, {"act": "guide", "text": TEXT, "count": 3}, "python")
     result = await run.run()
     assert result.status == "completed"
     requests = await _propose_requests(db, run.ctx.run_id)
@@ -51,7 +51,7 @@ async def test_guidance_reaches_exactly_n_proposals_and_is_audited(tmp_path: Pat
     assert all(f"### #{act.act_id}\n> {TEXT}" in requests[i] for i in steered)
     rows = _rows(db, "SELECT act, target, text, count, item_id, by FROM steering WHERE run_id = ? ORDER BY act_id",
                  run.ctx.run_id)
-    assert rows[0] == ("guide", None, TEXT, 3, None, "test")
+    assert rows[0] == ("guide", None, TEXT, 3, None, "python")
     assert sorted(r[4] for r in rows[1:]) == steered and {r[0] for r in rows[1:]} == {"use"}
     assert any(e.kind == "steered" and e.act == "guide" for e in events.drain())
     # The committed children of steered proposals name it in their notes (lineage, export).
@@ -78,7 +78,7 @@ async def test_pin_and_ban_change_the_parents_and_survive_a_resume(tmp_path: Pat
     chained = await EngineRun.create("rules", LAYERS, tmp_path / "chain.db")
     try:
         with pytest.raises(SteerError, match="mode chain starts every step from the chain's shared head"):
-            steering.take(chained.ctx, {"act": "ban", "target": "a000000"}, "test")
+            steering.take(chained.ctx, {"act": "ban", "target": "a000000"}, "python")
     finally:
         await chained.close()
     first = await EngineRun.create("rules", ASYNC, db)
@@ -91,10 +91,10 @@ async def test_pin_and_ban_change_the_parents_and_survive_a_resume(tmp_path: Pat
 
     run = await EngineRun.resume(db, run_id, {"max_proposals": 16}, {})
     with pytest.raises(SteerError, match="no candidate 'a999999' in this run"):
-        steering.take(run.ctx, {"act": "pin", "target": "a999999"}, "test")
-    steering.take(run.ctx, {"act": "ban", "target": best}, "test")
-    pin = steering.take(run.ctx, {"act": "pin", "target": other, "count": 4}, "test")
-    guide = steering.take(run.ctx, {"act": "guide", "text": TEXT}, "test")  # until withdrawn
+        steering.take(run.ctx, {"act": "pin", "target": "a999999"}, "python")
+    steering.take(run.ctx, {"act": "ban", "target": best}, "python")
+    pin = steering.take(run.ctx, {"act": "pin", "target": other, "count": 4}, "python")
+    guide = steering.take(run.ctx, {"act": "guide", "text": TEXT}, "python")  # until withdrawn
     assert (await run.run()).status == "completed"
     picked = [(i, p, payload) for i, p, payload in _rows(
         db, "SELECT item_id, parent_artifact_id, payload_json FROM items WHERE run_id = ? ORDER BY rowid", run_id)

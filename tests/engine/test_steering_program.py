@@ -19,7 +19,7 @@ TEXT = "Try a hexagonal arrangement before tuning radii"
 async def test_program_guidance_and_heldout_reevaluation(tmp_path: Path) -> None:
     db = tmp_path / "runs.db"
     run = await EngineRun.create("circle_packing", LAYERS, db)
-    steering.take(run.ctx, {"act": "guide", "text": TEXT, "count": 2}, "test")
+    steering.take(run.ctx, {"act": "guide", "text": TEXT, "count": 2}, "python")
     result = await run.run()
     assert result.status == "completed"
     store = await read_only_open(db)
@@ -38,9 +38,9 @@ async def test_program_guidance_and_heldout_reevaluation(tmp_path: Path) -> None
     try:
         best = result.summary["best_id"]
         with pytest.raises(SteerError, match="a program task is scored by its evaluator, not on examples"):
-            steering.take(again.ctx, {"act": "reeval", "target": best, "examples": 2}, "test")
+            steering.take(again.ctx, {"act": "reeval", "target": best, "examples": 2}, "python")
         request, done = await steering.take_and_finish(again.ctx, {"act": "reeval", "target": best, "heldout": True},
-                                                       "test")
+                                                       "python")
         assert done.detail["split"] == "heldout" and done.detail["n"] == 1
         assert done.detail["mean"] > 0 and done.detail["request"] == request.act_id
         assert again.ctx.steering.reevals == {}
