@@ -5,23 +5,10 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from dataclasses import dataclass, field
-
 import pytest
 
 import evotui
-from tests.engine.test_api import SEED, KeywordAdapter, _data
-
-
-@dataclass
-class TracedLog(KeywordAdapter):
-    """KeywordAdapter that logs (batch size, capture) of every evaluate call."""
-
-    log: list = field(default_factory=list)
-
-    def evaluate(self, batch, candidate, capture_traces=False):
-        self.log.append((len(batch), capture_traces))
-        return KeywordAdapter.evaluate(self, batch, candidate, capture_traces)
+from tests.engine.test_api import SEED, KeywordAdapter, SliceLog, _data
 
 
 def _run(tmp_path, adapter, **kw):
@@ -47,7 +34,7 @@ def _mode(db, run_id) -> str:
 def test_an_adapter_run_chains_steps_at_the_gate_and_improves(tmp_path, mode):
     """No mode named: chain, evotui's default for the adapter kind. Steps after the first start at
     propose from the gate's traced batch (no rollout of their own), and the result improves."""
-    adapter = TracedLog()
+    adapter = SliceLog()
     res = _run(tmp_path, adapter, **({"mode": mode} if mode else {}))
     assert res.status == "completed" and _mode(tmp_path / "c.db", res.run_id) == "chain"
     assert res.val_aggregate_scores[res.best_idx] > res.val_aggregate_scores[0]
