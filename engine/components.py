@@ -333,11 +333,6 @@ def _quoted_region(region: str) -> str:
     return "\n".join(f"> {line}" if line else ">" for line in region.splitlines())
 
 
-def unquote_region(block: str) -> str:
-    """Inverse of the quoting in `rules_section` (for a reader of the prompt, e.g. the simulator)."""
-    return "\n".join(line[2:] if line.startswith("> ") else line[1:] for line in block.splitlines())
-
-
 def rules_section(parts: Sequence[Component], targets: Sequence[str]) -> str | None:
     """The proposer's `## Component rules` for `targets`: each one's type and what it requires,
     and its frozen regions quoted (`Frozen region N of [name]:` then `> ` lines); None when every

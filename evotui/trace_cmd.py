@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import sys
 from pathlib import Path
 
@@ -159,7 +158,3 @@ async def _tune(args: argparse.Namespace) -> int:
 
 
 _COMMANDS = {"export": _export, "import": _import, "analyze": _analyze, "replay": _replay, "tune": _tune}
-
-
-def print_json(obj: object) -> None:
-    print(json.dumps(obj, default=str))

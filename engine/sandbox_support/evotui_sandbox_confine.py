@@ -157,11 +157,6 @@ class _PathBeneath(ctypes.Structure):
     _fields_ = [("allowed", ctypes.c_uint64), ("fd", ctypes.c_int32)]
 
 
-def landlock_abi():
-    abi = _libc.syscall(_SYS_CREATE, None, ctypes.c_size_t(0), ctypes.c_uint32(1))
-    return abi if abi > 0 else 0
-
-
 def landlock(writable, abi, readable=None):
     """Allow writes only beneath the writable directories and, when readable is a list, reads and
     execution only beneath those and the writable ones; deny TCP (ABI >= 4) and signals or abstract

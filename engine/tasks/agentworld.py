@@ -52,10 +52,6 @@ def parse_order(text: str) -> dict | None:
     return {"qty": int(order.group(1)), "item": order.group(2), "currency": pay.group(1)}
 
 
-def order_text(qty: int, item: str, currency: str) -> str:
-    return f"Order: {qty} x {item}\nPay in: {currency}\nAnswer with the order's total."
-
-
 # -- the rounding tool ---------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Rounding:
