@@ -7,6 +7,7 @@ import sys
 import time
 from pathlib import Path
 
+import httpx
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -68,3 +69,19 @@ def read_rows(db: Path, sql: str, *args) -> list[tuple]:
         return con.execute(sql, args).fetchall()
     finally:
         con.close()
+
+
+def wait_healthy(base_url: str, proc: subprocess.Popen, limit_s: float = 120.0) -> None:
+    """Wait until `evotui sim-server` at base_url (http://127.0.0.1:PORT) answers /health while
+    `proc` runs: one HTTP request per poll, not an evotui process per poll."""
+    deadline = time.monotonic() + limit_s
+    while True:
+        assert proc.poll() is None, ("the sim-server exited", proc.communicate())
+        try:
+            if httpx.get(f"{base_url}/health", timeout=2, trust_env=False).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass  # not listening yet
+        if time.monotonic() > deadline:
+            raise AssertionError(f"the sim-server at {base_url} did not answer /health within {limit_s:.0f} s")
+        time.sleep(0.05)

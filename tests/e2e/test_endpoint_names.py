@@ -7,8 +7,8 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from tests.e2e.conftest import ROOT, evotui, free_port, summary_of
-from tests.e2e.test_faults import _poll, _popen
+from tests.e2e.conftest import ROOT, evotui, free_port, summary_of, wait_healthy
+from tests.e2e.test_faults import _popen
 
 
 def _openevolve_folder(tmp_path: Path, api_base: str, model: str) -> Path:
@@ -39,9 +39,7 @@ def test_a_model_the_server_does_not_list_is_a_warning(tmp_path: Path) -> None:
     server = _popen("sim-server", "--port", str(port), "--time-scale", "2000")
     try:
         folder = _openevolve_folder(tmp_path, f"http://127.0.0.1:{port}/v1", "google/gemini-2.0-flash-001")
-        _poll(lambda: evotui("run", "rules", "--no-ui", "--db", str(tmp_path / "probe.db"), "--llm-url",
-                             f"http://127.0.0.1:{port}/v1", "--model", "sim-qwen3-8b", "--max-proposals", "1",
-                             "--quiet").returncode == 0, server)
+        wait_healthy(f"http://127.0.0.1:{port}", server)
         proc = evotui("run", str(folder), "--no-ui", "--db", str(tmp_path / "r.db"))
         assert proc.returncode == 0, proc.stderr
         assert "model 'google/gemini-2.0-flash-001' is not listed" in proc.stderr

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from engine.resources import data_dir
-from tests.e2e.conftest import FAST, ROOT, evotui, free_port, summary_of
+from tests.e2e.conftest import FAST, ROOT, evotui, free_port, summary_of, wait_healthy
 
 RULES = data_dir("tasks", "engine") / "rules"
 
@@ -141,8 +141,7 @@ def test_credentials_in_the_url_are_never_stored_or_printed(tmp_path: Path, db: 
     server = _popen("sim-server", "--port", str(port), "--time-scale", "2000")
     try:
         url = f"http://user:Sup3rSecretKey@127.0.0.1:{port}/v1"
-        _poll(lambda: evotui("run", "rules", "--no-ui", "--db", str(tmp_path / "probe.db"), "--llm-url", url,
-                             "--model", "sim-qwen3-8b", "--max-proposals", "1", "--quiet").returncode == 0, server)
+        wait_healthy(f"http://127.0.0.1:{port}", server)
         events = tmp_path / "ev.jsonl"
         proc = evotui("run", "rules", "--no-ui", "--db", str(db), "--llm-url", url, "--model", "sim-qwen3-8b",
                       "--max-proposals", "2", "--events", str(events))
