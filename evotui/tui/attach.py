@@ -3,7 +3,8 @@
 The database is opened read-only (WAL lets the driver keep writing) and polled once a second in
 an asyncio task on the UI loop. If the driver serves a control socket (evotui.control), the live
 snapshot and pending reviews come from it and the controls work; otherwise the view is
-read-only and the dashboard shows what the database holds (no queue depths, no latencies).
+read-only and the dashboard shows what the database holds (no queue depths). Either way the event
+log, latencies, spend and a pending item's evidence are read from the rows (attach_rows.py).
 """
 
 from __future__ import annotations
@@ -45,7 +46,6 @@ class AttachBackend(Backend):
         self._artifact_rows: list[dict[str, Any]] = []
         self._pool_events: list[dict[str, Any]] = []
         self._artifacts: list[ArtifactView] = []
-        self._reviews_seen = 0
         self._live: EngineSnapshot | None = None
         self._pending: list[PendingReview] = []
         self._lines: list[str] = []
