@@ -20,7 +20,7 @@ import re
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
-from engine.pool import Artifact, is_confirmed
+from engine.pool import ROLLED_BACK, Artifact, is_confirmed
 
 ONE_TEXT = "text"
 _SPEC = re.compile(r"^([A-Za-z0-9_.-]+)@(\d+)\.(\d+)\.(\d+)$")
@@ -60,7 +60,10 @@ def _parts(art: Artifact) -> list[tuple[str, str, bool]]:
 
 
 def committed_order(artifacts: Iterable[Artifact]) -> list[Artifact]:
-    return sorted((a for a in artifacts if is_confirmed(a)), key=lambda a: (a.created_version, a.artifact_id))
+    """Validated artifacts in commit order, rolled-back ones included: a restore leaves every
+    version that was ever committed as it was (readers pass the pool's artifacts(), not confirmed())."""
+    return sorted((a for a in artifacts if is_confirmed(a) or a.status == ROLLED_BACK),
+                  key=lambda a: (a.created_version, a.artifact_id))
 
 
 class VersionIndex:
@@ -69,8 +72,11 @@ class VersionIndex:
     def __init__(self, artifacts: Iterable[Artifact]) -> None:
         self.history: dict[str, list[ComponentVersion]] = {}
         self.carried: dict[str, dict[str, ComponentVersion]] = {}
+        arts = committed_order(artifacts)
+        self.rolled_back = frozenset(a.artifact_id for a in arts if a.status == ROLLED_BACK)
+        """Artifacts a restore rolled back: their versions stay, marked, out of the search."""
         patch = 0
-        for art in committed_order(artifacts):
+        for art in arts:
             mine: dict[str, ComponentVersion] = {}
             parents = [self.carried[p] for p in art.parent_ids if p in self.carried]
             for name, text, evolvable in _parts(art):
@@ -102,10 +108,13 @@ def diff(a: ComponentVersion, b: ComponentVersion) -> str:
     return "\n".join(difflib.unified_diff(a.text.splitlines(), b.text.splitlines(), a.spec, b.spec, lineterm=""))
 
 
-def describe(history: Sequence[ComponentVersion], active: str | None) -> list[str]:
-    """One line per version: the version, its artifact, its parent version, the active marker."""
+def describe(history: Sequence[ComponentVersion], active: str | None,
+             rolled_back: frozenset[str] = frozenset()) -> list[str]:
+    """One line per version: the version, its artifact, its parent version, the active marker,
+    and whether a restore rolled its artifact back."""
     return [f"{'*' if v.version == active else ' '} {v.spec:<28} {v.artifact_id}  from {v.parent_version or '-':<8} "
-            f"pool v{v.pool_version}{'' if v.evolvable else '  (frozen)'}" for v in history]
+            f"pool v{v.pool_version}{'' if v.evolvable else '  (frozen)'}"
+            f"{'  (rolled back)' if v.artifact_id in rolled_back else ''}" for v in history]
 
 
 # -- read-side views (the TUI's components screen) ----------------------------------------------

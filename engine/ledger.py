@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Callable, Mapping, Sequence
 from engine import components
 from engine import events as ev
 from engine.items import WorkItem
-from engine.pool import RESTORE, Artifact, PoolChange, PoolError, is_confirmed
+from engine.pool import RESTORE, ROLLED_BACK, Artifact, PoolChange, PoolError, is_confirmed
 
 if TYPE_CHECKING:
     from engine.context import RunContext
@@ -147,6 +147,22 @@ class Ledger:
         self._pool_event(change, kind=RESTORE)
         ctx.bus.publish(ev.BestRestored(artifact_id=artifact_id, previous_id=detail["previous_best"],
                                         val_mean=art.val_mean, pool_version=change.version, reason=reason))
+        return change
+
+    def roll_back(self, artifact_id: str, detail: Mapping[str, object]) -> PoolChange:
+        """A validated artifact committed after a restored one leaves the search (status
+        rolled_back: no longer selectable nor the best); its row keeps everything but the status."""
+        return self._restatus(artifact_id, ROLLED_BACK, detail)
+
+    def reinstate(self, artifact_id: str, detail: Mapping[str, object]) -> PoolChange:
+        """A rolled-back artifact is confirmed again (a restore to it or to a later one)."""
+        return self._restatus(artifact_id, "confirmed", detail)
+
+    def _restatus(self, artifact_id: str, status: str, detail: Mapping[str, object]) -> PoolChange:
+        ctx = self.ctx
+        change = ctx.pool.set_status(artifact_id, status, None, detail)
+        ctx.store.set_artifact_status(ctx.run_id, artifact_id, status)
+        self._pool_event(change)
         return change
 
     def commit_edit(self, art: Artifact, feedback: Mapping[str, str], detail: Mapping[str, object]) -> Artifact:

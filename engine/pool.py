@@ -57,9 +57,14 @@ class PoolError(Exception):
     pass
 
 
+ROLLED_BACK = "rolled_back"
+"""The status of a validated artifact a restore rolled back (committed after the restored one):
+kept for its lineage and versions, no longer selectable nor the best (engine/run_admin.py)."""
+
+
 def is_live(artifact: Artifact) -> bool:
-    """Selectable: seed, confirmed and speculative (not removed)."""
-    return artifact.status != "removed"
+    """Selectable: seed, confirmed and speculative (not removed, not rolled back)."""
+    return artifact.status not in ("removed", ROLLED_BACK)
 
 
 def is_confirmed(artifact: Artifact) -> bool:

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from engine.ledger import Ledger
-from engine.pool import Artifact, PoolChange, PoolError, is_confirmed
+from engine.pool import ROLLED_BACK, Artifact, PoolChange, PoolError, is_confirmed
 from engine.run_state import artifact_from_row
 from engine.store.store import Store, StoreError
 from engine.trace.importer import IMPORTED_STATUS
@@ -33,27 +33,68 @@ class RestoreResult:
     val_mean: float
     pool_version: int
     by: str
+    rolled_back: tuple[str, ...] = ()
+    """Validated artifacts committed after the restored one: they left the search."""
+    reinstated: tuple[str, ...] = ()
+    """Artifacts an earlier restore had rolled back that the restored state holds again."""
 
     def line(self) -> str:
+        moved = ""
+        if self.rolled_back:
+            moved += f"; rolled back {len(self.rolled_back)} committed after it ({_ids(self.rolled_back)})"
+        if self.reinstated:
+            moved += f"; reinstated {_ids(self.reinstated)}"
         return (f"run {self.run_id}: active best is now {self.artifact_id} (val {self.val_mean:.3f}), "
-                f"was {self.previous_id or '-'}; pool version {self.pool_version}")
+                f"was {self.previous_id or '-'}; pool version {self.pool_version}{moved}")
 
 
-def restore_result(run_id: str, change: PoolChange, val_mean: float, by: str) -> RestoreResult:
+def _ids(ids: tuple[str, ...], shown: int = 6) -> str:
+    return ", ".join(ids[:shown]) + (f", ... {len(ids) - shown} more" if len(ids) > shown else "")
+
+
+def restore_result(run_id: str, change: PoolChange, val_mean: float, by: str,
+                   rolled_back: tuple[str, ...] = (), reinstated: tuple[str, ...] = ()) -> RestoreResult:
     previous = change.detail.get("previous_best")
     return RestoreResult(run_id=run_id, artifact_id=change.artifact_id,
                          previous_id=str(previous) if previous else None, val_mean=val_mean,
-                         pool_version=change.version, by=by)
+                         pool_version=change.version, by=by, rolled_back=rolled_back, reinstated=reinstated)
 
 
 def restore_with(ledger: Ledger, artifact_id: str, reason: str, by: str) -> RestoreResult:
     """Restore through the run's ledger (on the driving loop); AdminError for an artifact the
-    pool does not hold or that is not fully validated."""
+    pool does not hold or that is not fully validated.
+
+    A restore moves the search back (Autogenesis's rollback): the population becomes the one
+    the run had right after the restored artifact was committed. Every validated artifact
+    committed after it is rolled back (kept, with its versions and lineage, but no longer a
+    parent, an inspiration or the best), and an artifact an earlier restore rolled back that
+    was committed no later than it is confirmed again. Speculative artifacts still being
+    validated are left to their validation."""
+    pool = ledger.ctx.pool
     try:
-        change = ledger.restore(artifact_id, reason, by=by)
+        target = pool.get(artifact_id)
     except PoolError as exc:
         raise AdminError(str(exc)) from None
-    return restore_result(ledger.ctx.run_id, change, ledger.ctx.pool.get(artifact_id).val_mean, by)
+    previous = ledger.best()
+    cut = target.created_version
+    back = sorted((a for a in pool.artifacts() if a.status == ROLLED_BACK and a.created_version <= cut),
+                  key=lambda a: (a.created_version, a.artifact_id))
+    if target.status != ROLLED_BACK and not is_confirmed(target):
+        raise AdminError(f"artifact {artifact_id!r} is {target.status}: only a validated one can be restored")
+    why = {"restore_of": artifact_id, "reason": reason, "by": by}
+    for art in back:
+        ledger.reinstate(art.artifact_id, {"reinstated": True, **why})
+    try:
+        change = ledger.restore(artifact_id, reason, by=by,
+                                previous_id=previous.artifact_id if previous is not None else None)
+    except PoolError as exc:
+        raise AdminError(str(exc)) from None
+    later = sorted((a for a in pool.confirmed() if a.created_version > cut and a.created_version < change.version
+                    and a.status != "seed"), key=lambda a: (a.created_version, a.artifact_id))
+    for art in later:
+        ledger.roll_back(art.artifact_id, {"rolled_back": True, "restore_version": change.version, **why})
+    return restore_result(ledger.ctx.run_id, change, pool.get(artifact_id).val_mean, by,
+                          tuple(a.artifact_id for a in later), tuple(a.artifact_id for a in back))
 
 
 # -- read-only checks ----------------------------------------------------------------------------
@@ -103,9 +144,9 @@ async def _not_found(store: Store, db: Path, run_id: str, artifact_id: str) -> s
 
 def check_restorable(found: StoredArtifact) -> None:
     art = found.artifact
-    if not is_confirmed(art):
-        raise AdminError(f"artifact {art.artifact_id} is {art.status}: only a fully validated one (seed or "
-                         "confirmed) can be restored")
+    if not is_confirmed(art) and art.status != ROLLED_BACK:
+        raise AdminError(f"artifact {art.artifact_id} is {art.status}: only a fully validated one (seed, "
+                         "confirmed or rolled back by an earlier restore) can be restored")
 
 
 # -- restore without a driver ------------------------------------------------------------------

@@ -65,7 +65,7 @@ async def components_main(args: argparse.Namespace) -> list[str] | str:
     for name, entry in info["components"].items():
         lines.append(f"{name}: {len(entry['versions'])} version(s), type {entry['type']}, "
                      f"{entry['frozen_regions']} frozen region(s)")
-        lines.extend(describe(versions.index.history[name], entry["active"]))
+        lines.extend(describe(versions.index.history[name], entry["active"], versions.index.rolled_back))
     return lines
 
 

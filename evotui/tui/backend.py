@@ -272,7 +272,7 @@ class LiveBackend(Backend):
 
         def build() -> ComponentsView | None:
             best = pool.best()
-            return components_view(pool.confirmed(), best.artifact_id if best else None)
+            return components_view(pool.artifacts(), best.artifact_id if best else None)
 
         return self._components.get(pool.version, build)
 
