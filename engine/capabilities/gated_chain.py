@@ -32,6 +32,7 @@ from typing import Protocol
 from engine import events as ev
 from engine.capabilities import chain_gate
 from engine.capabilities.chain_gate import Answers, Part
+from engine.capabilities.chain_steering import steer_head
 from engine.context import RunContext
 from engine.items import ChainLink, WorkItem
 from engine.pipeline.spec import Spawn
@@ -84,6 +85,7 @@ class GatedChain:
         if not ch.head_text:  # first use in this run: the best validated artifact
             best = self.ctx.pool.best()
             ch.head_text, ch.head_base = best.text, best.artifact_id
+        steer_head(self.ctx, item)
         item.parent_id = ch.head_base
         item.chain = ChainLink(ch.head_text, ch.seq, list(ch.head_chain))
 

@@ -23,6 +23,7 @@ adapts as there (ChainState.after_step) when chains_min is set.
 
 from __future__ import annotations
 
+from engine.capabilities.chain_steering import steer_head
 from engine.code.patches import unified_diff
 from engine.context import RunContext
 from engine.items import ChainLink, WorkItem
@@ -43,6 +44,8 @@ class ProgramChain:
 
     def start(self, item: WorkItem) -> None:
         """An admitted step starts from the head (the strategy's pick keeps its tags: islands, ...)."""
+        self._head()
+        steer_head(self.ctx, item)
         head = self._head()
         item.parent_id = head.artifact_id
         item.chain = ChainLink(head.text, self.ctx.chain.seq, [])

@@ -20,7 +20,6 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from engine import events as ev
-from engine.pipeline.modes import mode_named
 from engine.pool import is_confirmed, is_live
 from engine.steering import reeval
 from engine.steering.acts import OPERATOR_ACTS, Act, SteerError
@@ -47,10 +46,6 @@ def take(ctx: RunContext, req: dict[str, Any], by: str) -> Act:
         raise SteerError(f"unknown requester {by!r}")
     if req.get("act") not in OPERATOR_ACTS:
         raise SteerError(f"unknown steering act {req.get('act')!r}; one of {', '.join(OPERATOR_ACTS)}")
-    mode = mode_named(ctx.config.pipeline.mode)
-    if req["act"] in ("pin", "ban") and mode.chains:
-        raise SteerError(f"mode {mode.name} starts every step from the chain's shared head, so a pin or ban has no "
-                         "parent pick to change; they apply to modes async, sync and pxn (guidance works in all)")
     fields = ctx.steering.check(req, ctx.pool)
     if req["act"] == "reeval":
         reeval.check_possible(ctx, fields, str(fields["target"]))
