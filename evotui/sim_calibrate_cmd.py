@@ -40,6 +40,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--levels", default=DEFAULT_LEVELS, help=f"concurrency levels (default {DEFAULT_LEVELS})")
     p.add_argument("--requests", type=int, default=2, help="requests per client per level (default 2)")
     p.add_argument("--decode-tokens", type=int, default=64, help="output tokens per probe request (default 64)")
+    p.add_argument("--prefill-repeats", type=int, default=3, help="lone requests per prompt size (default 3)")
     p.add_argument("--lengths-from", type=Path, action="append", metavar="DB",
                    help="fit output lengths per stage from the calls a run recorded (repeatable)")
     p.add_argument("--out", type=Path, required=True, metavar="FILE.toml", help="where to write the profile")
@@ -69,7 +70,8 @@ def _validate(args: argparse.Namespace) -> str | None:
     if not levels or levels[0] < 1 or levels[0] != 1:
         return "--levels must include 1 (the lone-sequence speed) and only positive integers"
     args.level_list = levels
-    for name in ("parallel", "ctx", "requests", "decode_tokens", "seeds", "proposals", "llm_max_tokens"):
+    for name in ("parallel", "ctx", "requests", "decode_tokens", "prefill_repeats", "seeds", "proposals",
+                 "llm_max_tokens"):
         if getattr(args, name) < 1:
             return f"--{name.replace('_', '-')} must be at least 1"
     for name in ("threads", "slots", "kv_cache_tokens"):
@@ -98,13 +100,14 @@ def main(args: argparse.Namespace) -> int:
     from engine.llm.local import LocalServerError
     from engine.llm.sim.calibrate_fit import FitError
     from engine.llm.sim.calibrate_probe import ProbeError
+    from engine.runner import SetupError
 
     problem = _validate(args)
     if problem:
         return _bad(problem)
     try:
         return asyncio.run(_main(args))
-    except (LocalServerError, ProbeError, FitError) as exc:
+    except (LocalServerError, ProbeError, FitError, SetupError) as exc:
         print(f"evotui: error: {exc}", file=sys.stderr)
         return getattr(exc, "exit_code", 3 if isinstance(exc, ProbeError) else 2)
 
@@ -186,7 +189,7 @@ async def measure(args: argparse.Namespace, url: str, model: str, key: str | Non
         await probe.check_ignore_eos(http)
         if not probe.ignore_eos:
             log("  the server refused ignore_eos: probe requests decode their natural lengths")
-        prefill = await probe.prefill(http, PREFILL_UNITS, repeats=3)
+        prefill = await probe.prefill(http, PREFILL_UNITS, repeats=args.prefill_repeats)
         for c in args.level_list:
             lv = await probe.level(http, prompt_of(SHORT_PROMPT_UNITS), c, args.requests)
             levels.append(lv)

@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 
 import httpx
 
+from engine.llm.redact import redact_url
+
 PROMPT_UNIT = "The quick brown fox jumps over the lazy dog while the cat watches from the fence. "
 """About 18 tokens in common tokenizers; repeated to build prompts of a chosen size."""
 
@@ -78,6 +80,14 @@ class Probe:
     async def one(self, http: httpx.AsyncClient, prompt: str, concurrency: int, max_tokens: int | None = None,
                   ignore_eos: bool | None = None, token_times: list[float] | None = None) -> Sample:
         """One streamed request; token_times (if given) gets the arrival time of each content chunk."""
+        try:
+            return await self._one(http, prompt, concurrency, max_tokens, ignore_eos, token_times)
+        except httpx.HTTPError as exc:
+            raise ProbeError(f"{redact_url(self.url)} could not be measured: {type(exc).__name__}: {exc or 'no detail'}; "
+                             "is the server running at that URL?") from None
+
+    async def _one(self, http: httpx.AsyncClient, prompt: str, concurrency: int, max_tokens: int | None,
+                   ignore_eos: bool | None, token_times: list[float] | None) -> Sample:
         body: dict = {"model": self.model, "messages": [{"role": "user", "content": self.unique(prompt)}],
                       "max_tokens": max_tokens or self.max_tokens, "temperature": 0.7, "stream": True,
                       "stream_options": {"include_usage": True}}
@@ -90,7 +100,7 @@ class Probe:
         async with http.stream("POST", "/chat/completions", json=body) as resp:
             if resp.status_code != 200:
                 text = (await resp.aread()).decode("utf-8", "replace")[:200]
-                raise ProbeError(f"{self.url} answered HTTP {resp.status_code} to a chat request: {text}")
+                raise ProbeError(f"{redact_url(self.url)} answered HTTP {resp.status_code} to a chat request: {text}")
             async for line in resp.aiter_lines():
                 if not line.startswith("data:"):
                     continue
@@ -100,7 +110,7 @@ class Probe:
                 try:
                     event = json.loads(data)
                 except ValueError:
-                    raise ProbeError(f"{self.url} sent a stream line that is not JSON: {data[:80]!r}") from None
+                    raise ProbeError(f"{redact_url(self.url)} sent a stream line that is not JSON: {data[:80]!r}") from None
                 if isinstance(event.get("usage"), dict):
                     usage = event["usage"]
                 for choice in event.get("choices") or []:
@@ -112,7 +122,7 @@ class Probe:
                         if token_times is not None:
                             token_times.append(now)
         if first is None or last is None:
-            raise ProbeError(f"{self.url} streamed no content for a probe request; is it a chat model?")
+            raise ProbeError(f"{redact_url(self.url)} streamed no content for a probe request; is it a chat model?")
         completion = int(usage.get("completion_tokens") or chunks)
         prompt_tokens = int(usage.get("prompt_tokens") or len(prompt) // 4)
         return Sample(concurrency, prompt_tokens, completion, first - t0, last - t0)
