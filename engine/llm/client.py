@@ -41,6 +41,9 @@ CANCELLED_ERROR = "cancelled: no longer needed (the run stopped, or its step was
 RETRY_AFTER_MAX_S = 120.0
 """A server's Retry-After is honoured up to this (backoff_max_s only bounds our own backoff): a
 rate-limited API that says "in 20 s" refuses every earlier retry."""
+RATE_LIMIT_WAIT_MAX_S = 900.0
+"""A 429 that states its wait is the account's per-minute limit pacing us, not a failure: such
+retries do not count against max_retries, until one call has waited this long in total."""
 
 
 def cached_prompt_tokens(usage: dict | None) -> int:
@@ -249,7 +252,8 @@ class LLMClient:
     async def _attempts(self, payload: dict, headers: dict[str, str]) -> tuple[Reply | None, LLMError | None, int]:
         """Retry transient failures; return the reply or the final error (not raised, so it carries no
         chained httpx exception whose request holds the Authorization header)."""
-        retries = 0
+        retries = failures = 0
+        rate_waited = 0.0
         waited_until = 0.0
         while True:
             err: LLMError | None = None
@@ -264,9 +268,14 @@ class LLMClient:
             err.redact(*self._secrets())
             if not err.retryable:
                 return None, err, retries
-            if retries >= self._cfg.max_retries:
+            paced = err.kind == "rate_limited" and err.retry_after is not None and rate_waited < RATE_LIMIT_WAIT_MAX_S
+            if not paced and failures >= self._cfg.max_retries:
                 return None, err.gave_up(retries), retries
-            delay = self._backoff(retries, err.retry_after)
+            delay = self._backoff(failures, err.retry_after)
+            if paced:
+                rate_waited += delay
+            else:
+                failures += 1
             waited_until = (self._monotonic() if self._monotonic else 0.0) + delay
             if err.retry_after is not None:
                 self._hold_until = max(self._hold_until, waited_until)

@@ -165,3 +165,26 @@ async def test_a_v7_database_gains_the_cached_tokens_column_in_place(tmp_path: P
     finally:
         await store.close()
     assert rows[0]["prompt_tokens"] == 9 and rows[0]["cached_tokens"] == 0
+
+
+async def test_paced_429s_do_not_use_up_the_retries_of_a_call():
+    """A per-minute limit answering 429 with its wait six times in a row (max_retries 2) paces
+    the call, it does not fail it; a 429 without a stated wait still counts as a failure."""
+    replies = iter([httpx.Response(429, headers={"retry-after": "0.5"}) for _ in range(6)] +
+                   [_reply({"prompt_tokens": 5, "completion_tokens": 1})])
+    sleeps: list[float] = []
+
+    async def fake_sleep(delay: float) -> None:
+        sleeps.append(delay)
+
+    client = LLMClient(EndpointConfig(url=URL, model="gpt-4o", max_retries=2), name="task",
+                       transport=httpx.MockTransport(lambda r: next(replies)), sleep=fake_sleep)
+    async with client:
+        res = await client.chat(MESSAGES, stage="propose")
+    assert res.retries == 6 and sleeps == [0.5] * 6
+    bare = iter([httpx.Response(429) for _ in range(3)])
+    client = LLMClient(EndpointConfig(url=URL, model="gpt-4o", max_retries=2), name="task",
+                       transport=httpx.MockTransport(lambda r: next(bare)), sleep=fake_sleep, rng=random.Random(0))
+    async with client:
+        with pytest.raises(Exception, match="gave up after 2 retries"):
+            await client.chat(MESSAGES, stage="propose")
