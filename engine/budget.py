@@ -72,7 +72,12 @@ class Budget:
             return None
         for key, amount in estimate.items():
             cap = self.limit(key)
-            if cap is not None and self.spent[key] + self.reserved[key] + amount > cap:
+            if key == "metric_calls" and self.limits.metric_calls_rule == "gepa":
+                # Admitted while what is made and reserved is under the budget (GEPA's rule).
+                if cap is not None and self.spent[key] + self.reserved[key] >= cap:
+                    self.exhausted = key
+                    return None
+            elif cap is not None and self.spent[key] + self.reserved[key] + amount > cap:
                 # Nothing in flight and still no room: this limit is used up for good.
                 self.exhausted = key
                 return None

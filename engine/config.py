@@ -185,6 +185,11 @@ class BudgetConfig(StrictModel):
     open, so `evotui resume` redoes it)."""
     max_wall_grace_s: float | None = Field(default=None, ge=0)
     """Grace after the max_wall_s deadline; None = a tenth of max_wall_s, at most 60 s."""
+    metric_calls_rule: Literal["reserve", "gepa"] = "reserve"
+    """How max_metric_calls admits work. reserve: an item is admitted only if its worst case fits,
+    so the run never spends more than the budget. gepa: as gepa.optimize's max_metric_calls, an
+    item is admitted while the calls made and reserved are below the budget, so the run can end
+    above it by at most one item's calls (evotui.optimize's default: the library it replaces)."""
     max_stalled: int | None = Field(default=30, gt=0)
     """Items in a row that end without a candidate (every rollout skipped because the parent is
     already perfect, or the proposal failed) stop the run: it is making no progress."""

@@ -66,6 +66,8 @@ def _layers(reflection_llm: str, model: str | None, api_key_env: str | None, max
         endpoint["api_key_env"] = api_key_env
     budget = {k: v for k, v in (("max_metric_calls", max_metric_calls), ("max_proposals", max_proposals),
                                 ("max_wall_s", max_wall_s)) if v is not None}
+    if max_metric_calls is not None:  # gepa.optimize's meaning of the budget (BudgetConfig.metric_calls_rule)
+        budget["metric_calls_rule"] = "gepa"
     # The adapter scores; the one LLM is the reflection model (task_llm, which reflection falls back to).
     layer = {"seed": seed, "task_llm": endpoint, "budget": budget,
              # No mode named: evotui's default for the adapter kind (engine/pipeline/modes.py).
