@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 import signal
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -42,9 +43,21 @@ def limit_hint(res: EvalResult, limits: SandboxLimits) -> str:
     return ""
 
 
+_CANDIDATE_KILLED = re.compile(r"candidate's process ended \(exit code -9\)")
+
+
 def with_hint(res: EvalResult, limits: SandboxLimits) -> EvalResult:
     if not res.ok:
         hint = limit_hint(res, limits)
         if hint and hint not in res.reason:
             res.reason = f"{res.reason}; {hint}"
+    elif _MEMORY.search(res.stderr_tail) or any(_CANDIDATE_KILLED.search(v) for v in res.feedback.values()):
+        # The evaluator caught the failure and scored it (often 0): the score stands, and a
+        # warning in the feedback names the limit that explains it (JAX's LLVM abort at 2 GiB).
+        said = "; ".join(res.feedback.values())
+        seen = replace(res, ok=False, reason=said, timed_out=False, warnings=[],
+                       exit_code=-signal.SIGKILL if _CANDIDATE_KILLED.search(said) else None)
+        hint = limit_hint(seen, limits)
+        if hint:
+            res.warnings.append(f"the evaluator scored a run that a sandbox limit broke: {hint}")
     return res
