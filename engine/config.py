@@ -285,8 +285,11 @@ def new_run_layers(task, layers: list[tuple[str, dict]]) -> list[tuple[str, dict
     where the run leaves the mode open (engine/pipeline/modes.py), then `layers`."""
     layers = [("defaults of task.toml", task.defaults), *layers]
     asked = reduce(deep_merge, (layer for _, layer in layers), {})
-    default = throughput_default(task.kind, (asked.get("strategy") or {}).get("name"),
-                                 getattr(task, "seed_components", None) is None, asked.get("pipeline") or {})
+    from engine.strategy.registry import runs_chain_default  # the pipeline layer names no strategy
+
+    measured = runs_chain_default((asked.get("strategy") or {}).get("name"), task.kind)
+    default = throughput_default(task.kind, measured, getattr(task, "seed_components", None) is None,
+                                 asked.get("pipeline") or {})
     return [(DEFAULT_MODE_LAYER, default), *layers] if default is not None else layers
 
 

@@ -74,26 +74,24 @@ DEFAULT_MODE_LAYER = "evotui's default mode (chain)"
 """The name of the configuration layer throughput_default adds (config show lists it)."""
 
 
-def throughput_default(kind: str, strategy: str | None, single_component: bool, pipeline: dict) -> dict | None:
+def throughput_default(kind: str, measured: bool, single_component: bool, pipeline: dict) -> dict | None:
     """The fastest quality-keeping mode as a new run's default: mode chain, measured against the
-    real peers on prompt tasks and against sync and async on program tasks (README "Benchmark"),
-    unless the user chose a mode, asked for an option only async serves, or the run is one chain
-    does not serve or was not measured with (a prompt task with named components or a strategy
-    without a minibatch gate, a program task under a strategy other than openevolve, an adapter
-    run under a strategy other than gepa). None: the plain defaults (mode async)."""
+    real peers on prompt tasks, against sync and async on program tasks (README "Benchmark") and
+    against gepa.optimize on adapter tasks (README "Python API"), unless the user chose a mode,
+    asked for an option only async serves, or the run is one chain was not measured with: its
+    strategy is not the one the kind's default was measured with (`measured`, from the strategy
+    registry: a chain step starts from the shared head, not from loongflow's islands or
+    contextevolve's pick) or a prompt task has named components. None: the plain defaults (mode
+    async)."""
     if "mode" in pipeline or any(key in pipeline and pipeline[key] != off for key, off in ASYNC_ONLY.items()):
         return None
-    prompt = kind == "prompt" and strategy in (None, "gepa") and single_component
-    # Chain steps start from the shared head, not from the strategy's pick: measured with
-    # openevolve's tournament; the island and context-agent strategies keep async until measured.
-    program = kind == "program" and strategy in (None, "openevolve")
-    if kind == "adapter" and strategy in (None, "gepa"):
-        # evotui.optimize: GEPA's own DefaultAdapter paired by seed with gepa.optimize at a
-        # metric-call budget (python -m evotui.bench_optimize, README "Python API"). One chain:
-        # at the budgets such runs have, depth beats breadth; the speed comes from the gate's
-        # hand-on, background validation and evaluation in slices (adapter_split).
+    if not measured or (kind == "prompt" and not single_component):
+        return None
+    if kind == "adapter":
+        # One chain: at the metric-call budgets such runs have, depth beats breadth; the speed
+        # comes from the gate's hand-on, background validation and evaluation in slices.
         return {"pipeline": {"mode": "chain", **({} if "chains" in pipeline else {"chains": ADAPTER_CHAINS})}}
-    return {"pipeline": {"mode": "chain"}} if prompt or program else None
+    return {"pipeline": {"mode": "chain"}}
 
 
 def mode_named(name: str) -> Mode:
