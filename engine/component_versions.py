@@ -7,8 +7,13 @@ version that a committed artifact carries) and never changes once its artifact i
 
 - the seed's components are 1.0.0;
 - a committed artifact whose component text equals one of its parents' carries that version;
-- otherwise the component gets the next patch version of the run (1.0.1, 1.0.2, ...), with the
-  version of its first parent as `parent_version`.
+- otherwise the component gets its own next version, counted per component from the newest
+  version it has (its first parent's version is the `parent_version`), by this rule:
+  major (X+1.0.0): the component's first change after a restore that rolled commits back
+  (engine/run_admin.py; the rolled_back pool events say when);
+  minor (X.Y+1.0): the change made its artifact the run's new best on validation (the
+  held-out set selection scores on: a validation mean above every earlier commit's);
+  patch (X.Y.Z+1): any other change.
 
 A one-string artifact is one component named "text". A version is written NAME@X.Y.Z.
 """
@@ -66,35 +71,58 @@ def committed_order(artifacts: Iterable[Artifact]) -> list[Artifact]:
                   key=lambda a: (a.created_version, a.artifact_id))
 
 
+def rollback_versions(changes: Iterable) -> list[int]:
+    """Pool versions of the restores that rolled commits back, from a run's pool changes (the
+    rolled_back rows name their restore); a restore that rolled nothing back (a hot-swap's) is none."""
+    return sorted({int(c.detail["restore_version"]) for c in changes
+                   if c.kind == ROLLED_BACK and c.detail.get("restore_version") is not None})
+
+
 class VersionIndex:
     """Every version of every component of a run, and which version each artifact carries."""
 
-    def __init__(self, artifacts: Iterable[Artifact]) -> None:
+    def __init__(self, artifacts: Iterable[Artifact], rollbacks: Iterable[int] = ()) -> None:
+        """rollbacks: pool versions of the restores that rolled commits back (rollback_versions)."""
         self.history: dict[str, list[ComponentVersion]] = {}
         self.carried: dict[str, dict[str, ComponentVersion]] = {}
         arts = committed_order(artifacts)
         self.rolled_back = frozenset(a.artifact_id for a in arts if a.status == ROLLED_BACK)
         """Artifacts a restore rolled back: their versions stay, marked, out of the search."""
-        patch = 0
+        restores = sorted(rollbacks)
+        newest: dict[str, tuple[tuple[int, int, int], int]] = {}  # component -> (its newest version, pool version)
+        record = float("-inf")  # the best validation mean committed so far
         for art in arts:
             mine: dict[str, ComponentVersion] = {}
             parents = [self.carried[p] for p in art.parent_ids if p in self.carried]
+            new_best = art.val_mean > record
+            record = max(record, art.val_mean)
             for name, text, evolvable in _parts(art):
                 same = next((p[name] for p in parents if name in p and p[name].text.strip() == text.strip()), None)
                 if same is not None:
                     mine[name] = same
                     continue
+                (major, minor, patch), since = newest.get(name, ((1, 0, 0), 0))
                 if not parents:
-                    version = "1.0.0"
+                    number = (1, 0, 0)
+                elif any(since < r < art.created_version for r in restores):
+                    number = (major + 1, 0, 0)
+                elif new_best:
+                    number = (major, minor + 1, 0)
                 else:
-                    patch += 1
-                    version = f"1.0.{patch}"
+                    number = (major, minor, patch + 1)
+                newest[name] = (number, art.created_version)  # above every earlier version of it
+                version = ".".join(map(str, number))
                 first = parents[0].get(name) if parents else None
                 cv = ComponentVersion(name, version, art.artifact_id, text, first.version if first else None,
                                       art.created_version, evolvable)
                 self.history.setdefault(name, []).append(cv)
                 mine[name] = cv
             self.carried[art.artifact_id] = mine
+
+    @classmethod
+    def of_pool(cls, pool) -> "VersionIndex":
+        """The versions of a live run's pool (engine.pool.Pool)."""
+        return cls(pool.artifacts(), rollback_versions(pool.changes_since(0)))
 
     def find(self, component: str, version: str) -> ComponentVersion | None:
         return next((v for v in self.history.get(component, []) if v.version == version), None)
@@ -151,14 +179,15 @@ class ComponentsView:
         return self.index.of_artifact(self.active_id).get(name) if self.active_id else None
 
 
-def components_view(artifacts: Iterable[Artifact], active_id: str | None) -> ComponentsView | None:
+def components_view(artifacts: Iterable[Artifact], active_id: str | None,
+                    rollbacks: Iterable[int] = ()) -> ComponentsView | None:
     """The components of a run's artifacts; None when none has named components (a one-string
     run has nothing to show by name). Type and frozen regions come from the active artifact's
     Component (else the newest committed one naming it)."""
     arts = committed_order(artifacts)
     if not any(a.components is not None for a in arts):
         return None
-    index = VersionIndex(arts)
+    index = VersionIndex(arts, rollbacks)
     by_id = {a.artifact_id: a for a in arts}
     sources = [by_id[active_id]] if active_id in by_id else []
     sources += [a for a in reversed(arts) if a.components is not None]

@@ -107,7 +107,7 @@ async def hot_swap(handlers, component: object, text: object, reason: str, by: s
     handlers.ledger.restore(stored.artifact_id, reason or f"hot-swap of {component}", by=by,
                             previous_id=base_now.artifact_id)
     handlers.pin_parent(stored.artifact_id, ctx.config.pipeline.max_in_flight)
-    version = VersionIndex(ctx.pool.artifacts()).of_artifact(stored.artifact_id)[component]
+    version = VersionIndex.of_pool(ctx.pool).of_artifact(stored.artifact_id)[component]
     ctx.store.insert_audit(ctx.run_id, item_id=stored.artifact_id, transition="hot_swap", component=component,
                            decision="committed", reason=reason or None,
                            detail={"by": by, "parent_id": base_now.artifact_id, "version": version.version,

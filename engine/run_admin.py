@@ -238,7 +238,7 @@ class RunVersions:
 
 async def run_versions(db: Path, run_id: str) -> RunVersions:
     """Read-only: the versions of every component of a run, rebuilt from its committed rows."""
-    from engine.component_versions import VersionIndex
+    from engine.component_versions import VersionIndex, rollback_versions
     from engine.pool import Pool
     from engine.run_state import change_from_row
 
@@ -256,7 +256,7 @@ async def run_versions(db: Path, run_id: str) -> RunVersions:
     except PoolError as exc:
         raise AdminError(f"run {run_id}: {exc}") from None
     best = pool.best()
-    return RunVersions(run_id, VersionIndex(arts), best.artifact_id if best else None)
+    return RunVersions(run_id, VersionIndex(arts, rollback_versions(changes)), best.artifact_id if best else None)
 
 
 async def resolve_target(db: Path, run_id: str, target: str) -> str:

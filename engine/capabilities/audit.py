@@ -83,7 +83,7 @@ class Audit:
     def commit(self, item: WorkItem, artifact_id: str) -> None:
         if not self.strategy.audited:
             return
-        index = VersionIndex(self.ctx.pool.artifacts())
+        index = VersionIndex.of_pool(self.ctx.pool)
         carried = index.of_artifact(artifact_id)
         changed = [n for n in carried if carried[n].artifact_id == artifact_id]
         self.record(item, "commit", "accepted", f"validation mean {self.ctx.pool.get(artifact_id).val_mean:.4f}",

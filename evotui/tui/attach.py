@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from engine.component_versions import ComponentsView, active_artifact, components_view
+from engine.component_versions import ComponentsView, active_artifact, components_view, rollback_versions
 from engine.history import SnapshotFeed
 from engine.history_db import HistoryReader, open_reader
 from engine.islands_view import IslandsView, island_options
@@ -225,7 +225,8 @@ class AttachBackend(Backend):
     def components(self) -> ComponentsView | None:
         def build() -> ComponentsView | None:
             arts = [artifact_from_row(a) for a in self._artifact_rows]
-            return components_view(arts, active_artifact(arts, [change_from_row(c) for c in self._pool_events]))
+            changes = [change_from_row(c) for c in self._pool_events]
+            return components_view(arts, active_artifact(arts, changes), rollback_versions(changes))
 
         return self._components.get((len(self._artifact_rows), len(self._pool_events)), build)
 

@@ -14,7 +14,7 @@ import time
 from collections import deque
 from typing import Any
 
-from engine.component_versions import ComponentsView, components_view
+from engine.component_versions import ComponentsView, components_view, rollback_versions
 from engine.events import Event
 from engine.hot_swap import HotSwapError, hot_swap
 from engine.history import RunHistory, SnapshotFeed
@@ -272,7 +272,8 @@ class LiveBackend(Backend):
 
         def build() -> ComponentsView | None:
             best = pool.best()
-            return components_view(pool.artifacts(), best.artifact_id if best else None)
+            return components_view(pool.artifacts(), best.artifact_id if best else None,
+                                   rollback_versions(pool.changes_since(0)))
 
         return self._components.get(pool.version, build)
 

@@ -63,11 +63,11 @@ def _proposal(item: str, parent: str, component: str, end: tuple[str, str], arti
     return rows
 
 
-AUDIT = (_proposal("i000002", "a000000", "system", ("accepted", "validation mean 0.4000"), "a000003", "1.0.1")
-         + _proposal("i000004", "a000003", "tool_lookup", ("accepted", "validation mean 0.5000"), "a000005", "1.0.2")
+AUDIT = (_proposal("i000002", "a000000", "system", ("accepted", "validation mean 0.4000"), "a000003", "1.1.0")
+         + _proposal("i000004", "a000003", "tool_lookup", ("accepted", "validation mean 0.5000"), "a000005", "1.1.0")
          + _proposal("i000006", "a000005", "system", ("rejected", "minibatch gate 1.0 <= 1.0"))
-         + _proposal("i000007", "a000005", "system", ("accepted", "validation mean 0.6000"), "a000008", "1.0.3")
-         + _proposal("i000009", "a000008", "round_total", ("accepted", "validation mean 0.8000"), "a000011", "1.0.4")
+         + _proposal("i000007", "a000005", "system", ("accepted", "validation mean 0.6000"), "a000008", "1.2.0")
+         + _proposal("i000009", "a000008", "round_total", ("accepted", "validation mean 0.8000"), "a000011", "1.1.0")
          + _proposal("i000010", "a000011", "round_total", ("rejected", "minibatch gate 0.5 <= 1.0")))
 
 

@@ -86,20 +86,20 @@ async def test_lists_components_with_kind_flag_and_versions_newest_first_active_
     async with app.run_test(size=(160, 48)) as pilot:
         screen = await opened(pilot)
         assert option_ids(screen) == [
-            "c:system", "v:system@1.0.3", "v:system@1.0.1", "v:system@1.0.0",
-            "c:tool_lookup", "v:tool_lookup@1.0.2", "v:tool_lookup@1.0.0",
-            "c:round_total", "v:round_total@1.0.4", "v:round_total@1.0.0",
+            "c:system", "v:system@1.2.0", "v:system@1.1.0", "v:system@1.0.0",
+            "c:tool_lookup", "v:tool_lookup@1.1.0", "v:tool_lookup@1.0.0",
+            "c:round_total", "v:round_total@1.1.0", "v:round_total@1.0.0",
             "c:house", "v:house@1.0.0"]
         assert "prompt · evolvable" in option_text(screen, "c:system")
         assert "tool_code · evolvable · 1 frozen region" in option_text(screen, "c:round_total")
         assert "tool_description · evolvable" in option_text(screen, "c:tool_lookup")
         assert "text · frozen" in option_text(screen, "c:house")
-        # The active artifact a000011 carries system@1.0.3 (made in a000008) and round_total@1.0.4.
-        assert option_text(screen, "v:system@1.0.3").startswith("★") and "active" in option_text(screen, "v:system@1.0.3")
-        assert option_text(screen, "v:round_total@1.0.4").startswith("★")
-        assert not option_text(screen, "v:system@1.0.1").startswith("★")
+        # The active artifact a000011 carries system@1.2.0 (made in a000008) and round_total@1.1.0.
+        assert option_text(screen, "v:system@1.2.0").startswith("★") and "active" in option_text(screen, "v:system@1.2.0")
+        assert option_text(screen, "v:round_total@1.1.0").startswith("★")
+        assert not option_text(screen, "v:system@1.1.0").startswith("★")
         # The selection starts on the first component's active version.
-        assert screen.selected().spec == "system@1.0.3"
+        assert screen.selected().spec == "system@1.2.0"
         # Every action is in the command palette and the F1 help.
         titles = [c.title for c in app.get_system_commands(screen)]
         for action in ("Restore the selected version", "Hot-swap: edit the selected component", "Diff the selected"):
@@ -113,13 +113,13 @@ async def test_the_diff_is_against_the_parent_version_and_v_diffs_against_the_ac
     async with app.run_test(size=(160, 48)) as pilot:
         screen = await opened(pilot)
         arts = {a.artifact_id: {c.name: c.text for c in a.components} for a in frozen_artifacts()}
-        await select(pilot, screen, "v:system@1.0.1")
+        await select(pilot, screen, "v:system@1.1.0")
         diff = screen.query_one(DiffView)
         assert (diff.old, diff.new) == (arts["a000000"]["system"], arts["a000003"]["system"])
-        assert diff.caption.startswith("system@1.0.0 -> system@1.0.1")
+        assert diff.caption.startswith("system@1.0.0 -> system@1.1.0")
         await pilot.press("v")
         assert (diff.old, diff.new) == (arts["a000008"]["system"], arts["a000003"]["system"])
-        assert diff.caption.startswith("system@1.0.3 (active) -> system@1.0.1")
+        assert diff.caption.startswith("system@1.2.0 (active) -> system@1.1.0")
         await pilot.press("v")
         await select(pilot, screen, "v:system@1.0.0")
         assert diff.old == "" and "the seed's version" in diff.caption
@@ -131,13 +131,13 @@ async def test_the_audit_panel_shows_the_transitions_that_made_a_version_and_the
     app = recorded(components_app())
     async with app.run_test(size=(160, 48)) as pilot:
         screen = await opened(pilot)
-        await select(pilot, screen, "v:system@1.0.1")
+        await select(pilot, screen, "v:system@1.1.0")
         text = audit_panel(screen)
         assert "Made by i000002" in text
         for transition in ("reflect", "select", "improve", "evaluate", "commit"):
             assert transition in text
-        assert "blame: system named in 2 of 3 failing traces" in text and "system@1.0.1" in text
-        # i000006 started from a000005 (carrying system@1.0.1) and was rejected: kept, with its reason.
+        assert "blame: system named in 2 of 3 failing traces" in text and "system@1.1.0" in text
+        # i000006 started from a000005 (carrying system@1.1.0) and was rejected: kept, with its reason.
         assert "Not committed from this version (1)" in text and "i000006" in text and "rejected" in text
         assert "minibatch gate 1.0 <= 1.0" in text
         await select(pilot, screen, "v:house@1.0.0")
@@ -156,18 +156,18 @@ async def test_restore_asks_first_then_calls_the_backend_and_the_active_mark_mov
     app = recorded(components_app(backend))
     async with app.run_test(size=(160, 48), notifications=True) as pilot:
         screen = await opened(pilot)
-        await select(pilot, screen, "v:system@1.0.1")
+        await select(pilot, screen, "v:system@1.1.0")
         await pilot.press("r")
         assert isinstance(app.screen, ReasonScreen)
         await pilot.press("escape")
         assert backend.calls == [] and app.screen is screen
         await pilot.press("r")
         await pilot.press(*"bad turn", "enter")
-        await until(pilot, lambda: any(m.startswith("Restored system@1.0.1") for m in messages(app)),
+        await until(pilot, lambda: any(m.startswith("Restored system@1.1.0") for m in messages(app)),
                     msg=lambda: messages(app))
         assert backend.calls == [("restore", "a000003", "bad turn")]
-        await until(pilot, lambda: option_text(screen, "v:system@1.0.1").startswith("★"))
-        assert not option_text(screen, "v:system@1.0.3").startswith("★")
+        await until(pilot, lambda: option_text(screen, "v:system@1.1.0").startswith("★"))
+        assert not option_text(screen, "v:system@1.2.0").startswith("★")
         # The artifact that is active already is not restored again.
         await pilot.press("r")
         assert app.screen is screen and "already" in messages(app, "warning")[-1]
@@ -188,11 +188,11 @@ async def test_edit_submits_through_the_backend_after_a_confirmation():
         await pilot.press("tab", *"cents", "enter")  # enter in the reason field submits
         assert isinstance(app.screen, ConfirmScreen)
         await pilot.press("y")
-        await until(pilot, lambda: any(m.startswith("Hot-swapped tool_lookup@1.0.5") for m in messages(app)),
+        await until(pilot, lambda: any(m.startswith("Hot-swapped tool_lookup@1.1.1") for m in messages(app)),
                     msg=lambda: messages(app))
         assert backend.calls == [("edit", "tool_lookup", "lookup(item) -> the price in cents; divide by 100.", "cents")]
-        await until(pilot, lambda: "v:tool_lookup@1.0.5" in option_ids(screen))
-        assert option_text(screen, "v:tool_lookup@1.0.5").startswith("★")
+        await until(pilot, lambda: "v:tool_lookup@1.1.1" in option_ids(screen))
+        assert option_text(screen, "v:tool_lookup@1.1.1").startswith("★")
         # Cancelling the modal or the confirmation changes nothing.
         await pilot.press("e", "escape")
         assert app.screen is screen
@@ -222,7 +222,7 @@ async def test_a_read_only_view_does_not_offer_restore_and_edit():
     app = recorded(components_app(backend))
     async with app.run_test(size=(80, 24), notifications=True) as pilot:
         screen = await opened(pilot)
-        await select(pilot, screen, "v:system@1.0.1")
+        await select(pilot, screen, "v:system@1.1.0")
         for key in ("r", "e"):
             await pilot.press(key)
             assert app.screen is screen

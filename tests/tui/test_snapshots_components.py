@@ -51,7 +51,7 @@ def test_components_screen(snap_compare, size):
 
 @pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
 def test_components_older_version_with_rejected_attempts(snap_compare, size):
-    assert snap_compare(components_app(), terminal_size=size, run_before=opened("v:system@1.0.1"))
+    assert snap_compare(components_app(), terminal_size=size, run_before=opened("v:system@1.1.0"))
 
 
 @pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
