@@ -14,10 +14,10 @@ import json
 import sys
 from pathlib import Path
 
-from engine.llm.local import LocalServer, LocalServerError, resolve_model
 from engine.llm.redact import redact_url
-from engine.runner import SetupError
-from evotui import bench, bench_report, scratch
+
+# The engine (runner, local server) and the bench are imported where a bench runs: the CLI builds
+# every command's flags (add_flags) on each start, and `evotui show` should not load the engine.
 
 REAL_DEFAULT_MODES = "sync,async"
 
@@ -53,6 +53,8 @@ def _endpoint_layer(args: argparse.Namespace, url: str, model: str, slots: int |
 
 async def measure(args: argparse.Namespace, modes: list[str], url: str, model: str, slots: int | None,
                   log=print) -> dict[str, list[dict]]:
+    from evotui import bench, scratch
+
     results: dict[str, list[dict]] = {m: [] for m in modes}
     layer = _endpoint_layer(args, url, model, slots)
     with scratch.directory("evotui-bench-real-") as tmp:
@@ -73,6 +75,10 @@ async def measure(args: argparse.Namespace, modes: list[str], url: str, model: s
 
 
 def main(args: argparse.Namespace) -> int:
+    from engine.llm.local import LocalServer, LocalServerError, resolve_model
+    from engine.runner import SetupError
+    from evotui import bench, bench_report
+
     if args.llm and args.llm_url:
         print("evotui: error: --llm local and --llm-url exclude each other; pass one of them", file=sys.stderr)
         return 2
