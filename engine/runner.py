@@ -155,6 +155,9 @@ class EngineRun:
         rows = await store.fetch_rows("runs", run_id) if run_id else []
         if not rows:
             await store.close()
+            if run_id is None:  # e.g. `evotui run` was killed before it wrote its run row: nothing was spent
+                raise SetupError(f"{db_path} holds no run to resume (a run stopped before it started leaves none); "
+                                 f"start one with `evotui run TASK --db {db_path}`")
             raise SetupError(f"no run {run_id!r} in {db_path}; list runs with `evotui runs --db {db_path}`")
         try:
             task = load_any_task(rows[0]["task_path"])
