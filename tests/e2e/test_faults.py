@@ -60,7 +60,9 @@ def _task_with_metric(tmp_path: Path, body: str, extra_toml: str = "") -> Path:
 
 
 def test_a_second_driver_is_refused_and_the_budget_holds(db: Path) -> None:
-    first = _popen("run", "rules", "--no-ui", "--quiet", "--db", str(db), "--max-proposals", "30",
+    # A budget the run cannot finish while the second driver starts on a loaded machine: the
+    # SIGINT below must find it running (30 proposals were done before it arrived once).
+    first = _popen("run", "rules", "--no-ui", "--quiet", "--db", str(db), "--max-proposals", "400",
                    "--time-scale", "20")
     _poll(lambda: _rows(db, "SELECT pid FROM leases"), first)
     second = evotui("resume", "--db", str(db), "--no-ui", "--quiet")
@@ -71,7 +73,7 @@ def test_a_second_driver_is_refused_and_the_budget_holds(db: Path) -> None:
     assert first.returncode == 130, err
     versions = [v for (v,) in _rows(db, "SELECT version FROM pool_events ORDER BY version")]
     assert versions == list(range(1, len(versions) + 1))
-    assert summary_of(subprocess.CompletedProcess([], 0, out, err))["proposal_attempts"] <= 30
+    assert summary_of(subprocess.CompletedProcess([], 0, out, err))["proposal_attempts"] < 400
     assert _rows(db, "SELECT count(*) FROM leases") == [(0,)]  # released at the end
 
 
