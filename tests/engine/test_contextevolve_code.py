@@ -149,6 +149,11 @@ def test_simulated_runs_show_the_code_and_its_token_cost(tmp_path: Path) -> None
     with_code = [u for u in on_prompts if ">   code of a0" in u]
     assert with_code and all("> def construct_packing" in u for u in with_code)  # quoted exemplar code
     # The cost is the proposer's: it reads the excerpts; the agents' own calls do not change.
-    assert on["llm_by_stage"]["propose"]["tokens"] > off["llm_by_stage"]["propose"]["tokens"]
+    # (per request: replies and their lengths differ between the two runs, prompts are what is read)
+    mean_on, mean_off = (sum(map(len, p)) / len(p) for p in (on_prompts, off_prompts))
+    assert mean_on > mean_off
+    def calls(summary: dict, stage: str) -> int:  # a stage with no call (the Sampler had <= k choices) is absent
+        return summary["llm_by_stage"].get(stage, {}).get("calls", 0)
+    assert calls(on, "navigate") > 0
     for stage in ("navigate", "sample"):
-        assert on["llm_by_stage"][stage]["calls"] == off["llm_by_stage"][stage]["calls"]
+        assert calls(on, stage) == calls(off, stage)
