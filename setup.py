@@ -1,5 +1,5 @@
 """Build hook only (metadata lives in pyproject.toml): copy the top-level tasks/ and themes/
-folders into the wheel, under engine/_bundled and evotui/_bundled, where engine.resources
+folders into the wheel, under engine/_bundled and evotui/_bundled, where engine.costs.resources
 finds them in a non-editable install."""
 
 import shutil

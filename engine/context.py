@@ -1,6 +1,6 @@
 """Everything a run's stages share: config, task, pool, budget, store, bus, clients, RNG.
 
-One object per run, created by engine.runner; stages and the orchestrator receive it.
+One object per run, created by engine.run.runner; stages and the orchestrator receive it.
 """
 
 from __future__ import annotations
@@ -11,13 +11,13 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from engine.budget import Budget, Reservation
+from engine.costs.budget import Budget, Reservation
 from engine.config import RunConfig
 from engine.events import EventBus
 from engine.llm.client import LLMClient
 from engine.staleness import StalenessPolicy
 from engine.pool import Pool
-from engine.run_state import ChainState, KeepsState, MergeState, ProgramCounters, RunState, Tally, part_states
+from engine.run.state import ChainState, KeepsState, MergeState, ProgramCounters, RunState, Tally, part_states
 from engine.selection.pareto import MinibatchSampler, restore_rng, rng_state
 from engine.selection.val_order import ValidationOrder
 from engine.steering.state import SteeringState
@@ -83,7 +83,7 @@ class RunContext:
     backend: str
     call_sink: CallSink
     state: RunState = field(default_factory=RunState)
-    """The mutable state a resume restores (engine/run_state.py); tally, merges, chain,
+    """The mutable state a resume restores (engine/run/state.py); tally, merges, chain,
     gap_histogram, staleness_counts, item_seq and program below are views of it."""
     reservations: dict[str, Reservation] = field(default_factory=dict)
     val_order: ValidationOrder | None = None

@@ -76,7 +76,7 @@ class Ledger:
         """A fully validated artifact of `item` enters the pool and is announced as accepted."""
         ctx = self.ctx
         before = self.best()
-        # metric_calls: the spend when the child was found (GEPAResult.discovery_eval_counts, evotui/api_result.py).
+        # metric_calls: the spend when the child was found (GEPAResult.discovery_eval_counts, evotui/library/result.py).
         change = ctx.pool.add(art, {"parent": item.parent_id, "val_mean": art.val_mean, "item_id": item.item_id,
                                     "metric_calls": ctx.tally.metric_calls})
         stored = ctx.pool.get(art.artifact_id)
@@ -166,7 +166,7 @@ class Ledger:
         return change
 
     def commit_edit(self, art: Artifact, feedback: Mapping[str, str], detail: Mapping[str, object]) -> Artifact:
-        """A fully validated human edit of an artifact (a hot-swap, engine/hot_swap.py) enters the
+        """A fully validated human edit of an artifact (a hot-swap, engine/components/hot_swap.py) enters the
         pool like any commit: it bumps the version (stale items see it in the changelog), its
         lineage operator is "edit" and its pool_events row carries `detail` (who, why, which
         component). It is no proposal: no counter moves and no CandidateAccepted is published."""

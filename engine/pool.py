@@ -28,7 +28,7 @@ class Artifact:
     created_at: float = 0.0
     meta: Mapping[str, object] = field(default_factory=dict)
     components: Components | None = None
-    """Named parts (engine/components.py); None = one implicit component, `text`. When set,
+    """Named parts (engine/components/__init__.py); None = one implicit component, `text`. When set,
     `text` is their rendering, so readers that need one string never look here. `Pool.add`
     reads them back from the text of an artifact that brings none when its first parent has
     some (an artifact built from its text alone)."""
@@ -59,7 +59,7 @@ class PoolError(Exception):
 
 ROLLED_BACK = "rolled_back"
 """The status of a validated artifact a restore rolled back (committed after the restored one):
-kept for its lineage and versions, no longer selectable nor the best (engine/run_admin.py)."""
+kept for its lineage and versions, no longer selectable nor the best (engine/run/admin.py)."""
 
 
 def is_live(artifact: Artifact) -> bool:

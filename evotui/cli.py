@@ -21,7 +21,8 @@ from typing import Callable
 
 from engine.config import ConfigError
 from engine.store.errors import StoreError
-from evotui import bench_modes, options
+from evotui import options
+from evotui.bench import modes as bench_modes
 from evotui.peers import lifeline
 
 DEFAULT_DB = Path(os.environ.get("EVOTUI_DB", "evotui.db"))
@@ -104,7 +105,8 @@ def _show_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _bench_arguments(p: argparse.ArgumentParser) -> None:
-    from evotui import bench_real, bench_suite_flags
+    from evotui.bench import real as bench_real
+    from evotui.bench import suite_flags as bench_suite_flags
 
     p.add_argument("task", nargs="?", default="rules")
     p.add_argument("--profile", choices=["vllm", "api"], default="vllm")
@@ -124,7 +126,7 @@ def _bench_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--target-fraction", type=float, default=0.9,
                    help="with --strategies: the target is this fraction of the best any run reached (default 0.9)")
     bench_real.add_flags(p)  # --llm-url URL / --llm local: sync vs async on a real server
-    bench_suite_flags.add_flags(p)  # --suite NAME: a declared suite of tasks x rows (evotui/bench_suite.py)
+    bench_suite_flags.add_flags(p)  # --suite NAME: a declared suite of tasks x rows (evotui/bench/suite.py)
 
 
 def _artifact_arguments(p: argparse.ArgumentParser) -> None:
@@ -242,7 +244,7 @@ def _strategies(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     if getattr(args, "dry_run", False):
-        from evotui import estimate_cmd
+        from evotui.commands import estimate as estimate_cmd
 
         return estimate_cmd.main(args)
     if not args.no_ui:
@@ -255,8 +257,8 @@ def _run(args: argparse.Namespace) -> int:
 def _headless(args: argparse.Namespace, open_run) -> int:
     """Drive the run open_run() makes without a UI: progress, the closing line, the summary.
     A run that cannot start is one line on stderr and its exit code (2 for bad input)."""
-    from engine.run_admin import AdminError
-    from engine.runner import SetupError
+    from engine.run.admin import AdminError
+    from engine.run.runner import SetupError
     from evotui.headless import Terminal, drive, report
 
     async def go() -> int:
@@ -275,7 +277,7 @@ def _headless(args: argparse.Namespace, open_run) -> int:
 
 
 def _resume(args: argparse.Namespace) -> int:
-    from evotui import trace_cmd
+    from evotui.commands import trace as trace_cmd
 
     refusal = asyncio.run(trace_cmd.refuse_imported(args.db, args.run_id))
     if refusal:
@@ -284,7 +286,7 @@ def _resume(args: argparse.Namespace) -> int:
 
 
 def _inspect(args: argparse.Namespace) -> int:
-    from evotui import inspect_cmd
+    from evotui.commands import inspect as inspect_cmd
 
     return asyncio.run(inspect_cmd.main(args))
 
@@ -295,8 +297,8 @@ def _restore(args: argparse.Namespace) -> int:
 
 async def _restore_async(args: argparse.Namespace) -> int:
     """Through the live driver's control socket when a process drives the run, else offline."""
-    from engine.run_admin import AdminError
-    from evotui.admin_api import restore_async
+    from engine.run.admin import AdminError
+    from evotui.library.admin import restore_async
 
     try:
         print((await restore_async(args.run_id, args.artifact_id, db=args.db, reason=args.reason, by="cli")).line())
@@ -306,8 +308,8 @@ async def _restore_async(args: argparse.Namespace) -> int:
 
 
 def _components(args: argparse.Namespace) -> int:
-    from engine.run_admin import AdminError
-    from evotui import components_cmd
+    from engine.run.admin import AdminError
+    from evotui.commands import components as components_cmd
 
     main = {"components": components_cmd.components_main, "audit": components_cmd.audit_main,
             "edit": components_cmd.edit_main}[args.command]
@@ -322,8 +324,8 @@ def _components(args: argparse.Namespace) -> int:
 def _branch(args: argparse.Namespace) -> int:
     if not args.no_ui:
         raise UsageError("branch runs headless: add --no-ui (watch it with `evotui attach NEW_RUN`)")
-    from engine.run_admin import branch_source
-    from engine.runner import EngineRun
+    from engine.run.admin import branch_source
+    from engine.run.runner import EngineRun
 
     async def open_branch():
         source = await branch_source(args.db, args.run_id, args.artifact_id, task=args.task)
@@ -338,50 +340,50 @@ COMMANDS: tuple[Command, ...] = (
     Command("attach", "open the UI on a run another process drives (read-only unless it serves control)",
             _attach_arguments, _lazy("evotui.tui.launch:run_attach")),
     Command("bench-ui", "throughput of the same run headless and under the TUI", _bench_ui_arguments,
-            _lazy("evotui.bench_ui:main"), scratch=True),
+            _lazy("evotui.bench.ui:main"), scratch=True),
     Command("strategies", "list the search strategies (--strategy NAME)", _strategies_arguments, _strategies),
     Command("runs", "list runs in a database", _runs_arguments, _inspect),
     Command("show", "summarise one run", _show_arguments, _inspect),
     Command("bench", "compare sync and async proposal throughput side by side", _bench_arguments,
             _lazy("evotui.bench:main"), scratch=True),
     Command("local", "the managed local llama.cpp backend (pip install 'evotui[local]')",
-            _lazy("evotui.local_cmd:add_arguments"), _lazy("evotui.local_cmd:main")),
+            _lazy("evotui.commands.local:add_arguments"), _lazy("evotui.commands.local:main")),
     Command("bench-db", "database bytes per proposal with LLM texts off and on",
-            _lazy("evotui.bench_db:add_arguments"), _lazy("evotui.bench_db:main"), scratch=True),
+            _lazy("evotui.bench.db:add_arguments"), _lazy("evotui.bench.db:main"), scratch=True),
     Command("export", "write a run as an EvoTrace folder (or a GEPA result JSON)",
-            _lazy("evotui.trace_cmd:export_arguments", DEFAULT_DB), _lazy("evotui.trace_cmd:main")),
+            _lazy("evotui.commands.trace:export_arguments", DEFAULT_DB), _lazy("evotui.commands.trace:main")),
     Command("import", "load an EvoTrace folder, OpenEvolve checkpoint, ShinkaEvolve database or GEPA run_dir as a "
-            "read-only run", _lazy("evotui.trace_cmd:import_arguments", DEFAULT_DB), _lazy("evotui.trace_cmd:main")),
+            "read-only run", _lazy("evotui.commands.trace:import_arguments", DEFAULT_DB), _lazy("evotui.commands.trace:main")),
     Command("analyze", "lineage, cycling and edit types of a run",
-            _lazy("evotui.trace_cmd:analyze_arguments", DEFAULT_DB), _lazy("evotui.trace_cmd:main")),
+            _lazy("evotui.commands.trace:analyze_arguments", DEFAULT_DB), _lazy("evotui.commands.trace:main")),
     Command("replay", "re-issue the prompt that produced a candidate and re-evaluate the replies",
-            _lazy("evotui.trace_cmd:replay_arguments", DEFAULT_DB), _lazy("evotui.trace_cmd:main")),
+            _lazy("evotui.commands.trace:replay_arguments", DEFAULT_DB), _lazy("evotui.commands.trace:main")),
     Command("tune", "tuning gap: Bayesian optimisation of a program's numeric constants",
-            _lazy("evotui.trace_cmd:tune_arguments", DEFAULT_DB), _lazy("evotui.trace_cmd:main")),
+            _lazy("evotui.commands.trace:tune_arguments", DEFAULT_DB), _lazy("evotui.commands.trace:main")),
     Command("bench-evaluator", "evaluations per second: local sandbox vs Ray (medians)",
-            _lazy("evotui.bench_evaluator:add_arguments"), _lazy("evotui.bench_evaluator:main"), scratch=True),
+            _lazy("evotui.bench.evaluator:add_arguments"), _lazy("evotui.bench.evaluator:main"), scratch=True),
     Command("recover", "copy what is intact of a damaged database into a new file and report what was lost",
-            _lazy("evotui.recover_cmd:add_arguments"), _lazy("evotui.recover_cmd:main")),
+            _lazy("evotui.commands.recover:add_arguments"), _lazy("evotui.commands.recover:main")),
     Command("config", "the run config: its JSON Schema, or the effective values and their layers",
-            _lazy("evotui.config_cmd:add_arguments"), _lazy("evotui.config_cmd:main")),
+            _lazy("evotui.commands.config:add_arguments"), _lazy("evotui.commands.config:main")),
     Command("estimate", "what a run would cost: seed, per proposal, proposals the budget buys",
-            _lazy("evotui.estimate_cmd:add_arguments", DEFAULT_DB), _lazy("evotui.estimate_cmd:main")),
+            _lazy("evotui.commands.estimate:add_arguments", DEFAULT_DB), _lazy("evotui.commands.estimate:main")),
     Command("restore", "make an earlier validated artifact the run's active best (audited)", _restore_arguments,
             _restore),
     Command("branch", "start a new run seeded with an artifact of a run (its task and config)", _branch_arguments,
             _branch),
     Command("components", "component versions of a run: history, active version, diffs",
-            _lazy("evotui.components_cmd:components_arguments", DEFAULT_DB), _components),
+            _lazy("evotui.commands.components:components_arguments", DEFAULT_DB), _components),
     Command("edit", "hot-swap: edit a component of a live run's active artifact (control socket)",
-            _lazy("evotui.components_cmd:edit_arguments", DEFAULT_DB), _components),
+            _lazy("evotui.commands.components:edit_arguments", DEFAULT_DB), _components),
     Command("audit", "audit rows of a run (strategy sepl: reflect, select, improve, evaluate, commit)",
-            _lazy("evotui.components_cmd:audit_arguments", DEFAULT_DB), _components),
+            _lazy("evotui.commands.components:audit_arguments", DEFAULT_DB), _components),
     Command("steer", "steer a live run: guidance for the proposer, pin or ban a parent, re-evaluate (control socket)",
-            _lazy("evotui.steer_cmd:add_arguments", DEFAULT_DB), _lazy("evotui.steer_cmd:main")),
+            _lazy("evotui.commands.steer:add_arguments", DEFAULT_DB), _lazy("evotui.commands.steer:main")),
     Command("sim-server", "serve the simulated backend on 127.0.0.1 over HTTP", _sim_server_arguments,
-            _lazy("evotui.sim_server:main")),
+            _lazy("evotui.commands.sim_server:main")),
     Command("sim-calibrate", "measure a real server and write a simulator profile (--check: mode ratios, real "
-            "vs simulated)", _lazy("evotui.sim_calibrate_cmd:add_arguments"), _lazy("evotui.sim_calibrate_cmd:main"),
+            "vs simulated)", _lazy("evotui.commands.sim_calibrate:add_arguments"), _lazy("evotui.commands.sim_calibrate:main"),
             scratch=True),
 )
 """Every subcommand, in `evotui --help` order: a new command is one entry here (and a line in

@@ -5,7 +5,7 @@ Protocol: one JSON object per line in each direction. Request `{"cmd": NAME, ...
 reply `{"ok": true, "result": ...}` or `{"ok": false, "error": "..."}`. Commands:
 
   ping                                  {"pid": the driving process}: is its loop alive (resume --take-over)
-  snapshot                              the live EngineSnapshot (engine.snapshot.build_snapshot) as JSON
+  snapshot                              the live EngineSnapshot (engine.run.snapshot.build_snapshot) as JSON
   pending                               reviews waiting: item_id, gate, parent_id, parent_text, child_text, parked_at
   pause | resume                        hold / release the pipeline
   drain [reason]                        admit nothing more, finish in-flight work
@@ -19,7 +19,7 @@ reply `{"ok": true, "result": ...}` or `{"ok": false, "error": "..."}`. Commands
                                         restore, audited "by": "control"); returns the restore result
   edit_component component text [reason]  hot-swap: the active artifact with that component's new text is
                                         validated, committed through the ledger (a new component version)
-                                        and made active (engine/hot_swap.py); a frozen component is refused
+                                        and made active (engine/components/hot_swap.py); a frozen component is refused
   steering                              what steering is in force: guidance (with proposals left), pin, bans,
                                         re-evaluations not done, and the run's operator acts (engine/steering/)
   steer act [target] [text] [count] [heldout] [examples] [by]
@@ -41,7 +41,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Mapping
 
-from engine.snapshot import EngineSnapshot, LLMSnapshot, StageSnapshot
+from engine.run.snapshot import EngineSnapshot, LLMSnapshot, StageSnapshot
 from engine.steering import SteerError
 from engine.steering import live as steering
 from engine.store.errors import StoreError
@@ -178,7 +178,7 @@ class ControlServer:
                 return {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
         if not isinstance(req, dict) or req.get("cmd") != "edit_component":
             return self.handle_line(line)
-        from engine.hot_swap import HotSwapError, hot_swap
+        from engine.components.hot_swap import HotSwapError, hot_swap
 
         try:
             result = await hot_swap(self.run.orchestrator.handlers, req.get("component"), req.get("text"),
@@ -254,7 +254,7 @@ def steering_status(run) -> dict:
 
 def _restore(run, artifact_id: str, reason: str) -> dict:
     """Runs on the driver's loop, between pipeline steps, so the live run switches at once."""
-    from engine.run_admin import AdminError, restore_with
+    from engine.run.admin import AdminError, restore_with
 
     try:
         return dataclasses.asdict(restore_with(run.ctx.ledger, artifact_id, reason, by="control"))

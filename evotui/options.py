@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from engine.config import ConfigError, EndpointConfig, read_toml
-from engine.config_env import env_layers
+from engine.config.env import env_layers
 
 BUDGET_FLAGS = {
     "max_proposals": "max_proposals",
@@ -235,7 +235,7 @@ def config_layers(args: argparse.Namespace) -> list[tuple[str, dict]]:
 async def open_run(args: argparse.Namespace):
     """The EngineRun a `run` or `resume` command asks for (raises SetupError); prints the
     task's warnings once. Shared by the headless and the TUI front ends."""
-    from engine.runner import EngineRun
+    from engine.run.runner import EngineRun
 
     if args.command == "run":
         run = await EngineRun.create(args.task, config_layers(args), args.db)
@@ -245,7 +245,7 @@ async def open_run(args: argparse.Namespace):
             _put(endpoints, "task_llm.url", args.llm_url)
         if getattr(args, "reflection_url", None):
             _put(endpoints, "reflection_llm.url", args.reflection_url)
-        from evotui.takeover import clear_stuck_driver
+        from evotui.commands.takeover import clear_stuck_driver
 
         notice = await clear_stuck_driver(Path(args.db), args.run_id, getattr(args, "take_over", False))
         if notice:

@@ -17,7 +17,7 @@ import json, sys, pkgutil, importlib
 import engine
 for mod in pkgutil.walk_packages(engine.__path__, "engine."):
     importlib.import_module(mod.name)
-import evotui.cli, evotui.headless, evotui.bench, evotui.inspect_cmd
+import evotui.cli, evotui.headless, evotui.bench, evotui.commands.inspect
 print(json.dumps(sorted(m for m in sys.modules if m.split(".")[0] == "textual")))
 """
 

@@ -85,16 +85,16 @@ def test_the_import_reader_resolves_relative_and_skips_typing_only(tmp_path: Pat
 
 
 def test_the_pipeline_imports_no_kind_and_no_strategy() -> None:
-    assert _offenders(_py("pipeline"), ("engine.stages", "engine.strategy", "engine.runner", "engine.tasks")) == {}
+    assert _offenders(_py("pipeline"), ("engine.stages", "engine.strategy", "engine.run.runner", "engine.tasks")) == {}
 
 
 def test_strategies_import_no_pipeline_machinery_kind_or_runner() -> None:
-    banned = ("engine.pipeline", "engine.stages", "engine.runner", "engine.ledger", "engine.store")
+    banned = ("engine.pipeline", "engine.stages", "engine.run.runner", "engine.ledger", "engine.store")
     assert _offenders(_py("strategy"), banned) == {}
 
 
 def test_context_imports_nothing_above_it() -> None:
-    banned = ("engine.pipeline", "engine.stages", "engine.strategy", "engine.runner", "engine.ledger")
+    banned = ("engine.pipeline", "engine.stages", "engine.strategy", "engine.run.runner", "engine.ledger")
     assert _offenders([ENGINE / "context.py"], banned) == {}
 
 

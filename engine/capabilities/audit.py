@@ -21,7 +21,7 @@ import re
 import time
 
 from engine import components
-from engine.component_versions import VersionIndex
+from engine.components.versions import VersionIndex
 from engine.context import RunContext
 from engine.items import WorkItem
 from engine.strategy.protocols import Strategy

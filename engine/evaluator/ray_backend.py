@@ -35,7 +35,7 @@ from engine.evaluator.ray_worker import EvalRequest, result_from, run_request
 from engine.evaluator.service import EvaluatorLost, EvaluatorSetupError
 from engine.evaluator.shipping import ShippingError, pack
 from engine.sandbox import EvalResult, SandboxLimits
-from engine.service_config import EvaluatorConfig
+from engine.config.service import EvaluatorConfig
 
 ENGINE_DIR = str(Path(engine.__file__).resolve().parent)
 

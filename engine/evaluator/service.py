@@ -18,7 +18,7 @@ from engine.sandbox import EvalResult, Sandbox, SandboxLimits
 from engine.sandbox.gpu_slots import GpuSetupError, build_slots
 
 if TYPE_CHECKING:  # the Ray workers import this package: it stays free of pydantic at run time
-    from engine.service_config import EvaluatorConfig
+    from engine.config.service import EvaluatorConfig
 
 EXIT_EVALUATOR_LOST = 6
 """Exit code of a run stopped because its evaluation cluster went away (resume continues it)."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 
-from engine.budget import Reservation
+from engine.costs.budget import Reservation
 from engine.context import RunContext
 from engine.items import MergeOf, WorkItem
 from engine.pipeline.spec import SearchHandlers

@@ -47,7 +47,7 @@ class Mode:
 
 
 _BOTH = frozenset({"prompt", "program", "adapter"})
-"""Kinds of the modes that stream, step or lockstep (adapter: a Python adapter, evotui/api.py)."""
+"""Kinds of the modes that stream, step or lockstep (adapter: a Python adapter, evotui/library/api.py)."""
 
 MODES: dict[str, Mode] = {
     m.name: m for m in (

@@ -16,7 +16,7 @@ import asyncio
 import time
 
 from engine import events as ev
-from engine.budget import Reservation
+from engine.costs.budget import Reservation
 from engine.context import EXIT_NO_PROGRESS, FatalRunError, RunContext
 from engine.items import ChainLink, WorkItem
 from engine.pipeline.control import AdaptiveController

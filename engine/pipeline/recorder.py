@@ -202,7 +202,7 @@ class Recorder:
         )
 
     def save_run_state(self) -> None:
-        """The run's RunState (engine/run_state.py, its one serializer) into its runs row."""
+        """The run's RunState (engine/run/state.py, its one serializer) into its runs row."""
         ctx = self.ctx
         ctx.store.update_run(
             ctx.run_id,

@@ -1,6 +1,6 @@
 """Stage handlers of the adapter kind: a GEPA-style adapter scores and traces the candidates.
 
-The candidate is a dict of named texts (a multi-component artifact, engine/components.py).
+The candidate is a dict of named texts (a multi-component artifact, engine/components/__init__.py).
 rollout: `adapter.evaluate(minibatch, candidate, capture_traces=True)`; propose: the adapter's
 reflective dataset for one component (round robin, as GEPA) becomes a reflection prompt (or the
 adapter's own `propose_new_texts`); evaluate: the strategy's minibatch gate, then
@@ -25,7 +25,7 @@ from engine.capabilities.gated_chain import GatedChain
 from engine.capabilities.reflective_repair import ReflectiveRepair
 from engine.capabilities.speculation import Speculation
 from engine.context import RunContext, stop_if_fatal
-from engine.hot_swap import HotSwapError, PinnedParents
+from engine.components.hot_swap import HotSwapError, PinnedParents
 from engine.items import WorkItem, current_item
 from engine.llm.errors import LLMError
 from engine.llm.shrink import middle_out
@@ -142,7 +142,7 @@ class AdapterStages(PinnedParents, ExampleKindMixin, KindHandlers):
             raise AdapterError(f"adapter.evaluate raised {type(exc).__name__}: {exc}") from exc
 
     async def validation_traces(self, parts: components.Components) -> list[dict]:
-        """A hot-swapped edit on the whole validation set (engine/hot_swap.py). The adapter failing
+        """A hot-swapped edit on the whole validation set (engine/components/hot_swap.py). The adapter failing
         on the edit refuses the edit; it does not fail the run, as it would for a proposal."""
         try:
             _, traces = await self.run_batch(as_candidate(parts), self.ctx.task.val_ids, False)

@@ -114,9 +114,9 @@ class KindHandlers:
         ended(self.strategy, item)
 
     async def validation_traces(self, parts) -> list[dict]:
-        """A hot-swapped edit (engine/hot_swap.py) on the whole validation set; the kinds of named
+        """A hot-swapped edit (engine/components/hot_swap.py) on the whole validation set; the kinds of named
         components (prompt, adapter) implement it. A program is one text: nothing to edit by name."""
-        from engine.hot_swap import HotSwapError  # hot_swap is not a stage module: imported on use
+        from engine.components.hot_swap import HotSwapError  # hot_swap is not a stage module: imported on use
 
         raise HotSwapError(f"a {self.kind} task run cannot validate an edited component; hot-swap needs a "
                            "prompt task or an evotui.optimize (adapter) run")

@@ -14,7 +14,7 @@ from engine.strategy import SearchParams, Strategy, build
 def search_params(task, config: RunConfig) -> SearchParams:
     """A program task's [program] selection settings (a prompt task has none: the defaults) and
     the run's per-strategy tables."""
-    # Every [strategy.<name>] table, validated by engine/config.py; a factory reads its own.
+    # Every [strategy.<name>] table, validated by engine/config/__init__.py; a factory reads its own.
     options = {key: value for key, value in config.strategy.model_dump().items() if key != "name"}
     if task.kind != "program":
         return SearchParams(options=options)

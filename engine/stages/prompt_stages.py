@@ -25,7 +25,7 @@ from engine.pipeline.spec import PipelineSpec, StageSpec
 from engine.pool import Artifact
 from engine.selection import merge
 from engine.stages import reflection
-from engine.hot_swap import PinnedParents
+from engine.components.hot_swap import PinnedParents
 from engine.capabilities import gated_chain
 from engine.capabilities.audit import Audit
 from engine.capabilities.chain_gate import Answers, Part
@@ -328,7 +328,7 @@ class PromptStages(PinnedParents, ExampleKindMixin, KindHandlers):
         self.ctx.bus.publish(ev.EvaluationEnd(item_id=item.item_id, split="val", score=mean))
 
     async def validation_traces(self, parts: components.Components) -> list[dict]:
-        """A hot-swapped edit on the whole validation set (engine/hot_swap.py)."""
+        """A hot-swapped edit on the whole validation set (engine/components/hot_swap.py)."""
         return await self.run_examples(components.render(parts), list(self.ctx.task.val_ids), "evaluate")
 
     async def full_validation(self, item: WorkItem, child: str, width: int | None = None) -> list[dict]:

@@ -72,7 +72,7 @@ def _quoted(text: str) -> str:
 def build_component_messages(task_description: str, components: Sequence[Component], targets: Sequence[str],
                              traces: list[dict], others: list[tuple[str, float, str]] = ()) -> list[dict]:
     """The reflection for a multi-component artifact. The assistant's instructions are all the
-    components together (their rendering, engine/components.py). One target: its text is the
+    components together (their rendering, engine/components/__init__.py). One target: its text is the
     first ``` block (the contract above), the other components come first, quoted, as read-only
     context, and the answer is the target's new text in one ``` block. Several targets: each is
     a `### [name]` heading over its own ``` block, and the answer repeats that layout."""

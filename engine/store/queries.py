@@ -101,7 +101,7 @@ async def _counts(conn: aiosqlite.Connection, run_id: str) -> dict[str, Any]:
         calls += int(n)
         prompt += int(p or 0)
         completion += int(c or 0)
-    # Spend is priced from these (engine/spend.py): the same calls, whatever the session counters say.
+    # Spend is priced from these (engine/costs/spend.py): the same calls, whatever the session counters say.
     groups = [list(row) for row in await conn.execute_fetchall(
         "SELECT endpoint, url, model, stage, count(*), sum(prompt_tokens), sum(completion_tokens), sum(latency_s), "
         "sum(cached_tokens) "

@@ -236,7 +236,7 @@ _V7: tuple[str, ...] = (
 )
 
 # v8: prompt tokens a call's server served from its prompt cache (OpenAI's
-# usage.prompt_tokens_details.cached_tokens), priced at the model's cached rate (engine/spend.py).
+# usage.prompt_tokens_details.cached_tokens), priced at the model's cached rate (engine/costs/spend.py).
 _V8: tuple[str, ...] = (
     "ALTER TABLE llm_calls ADD COLUMN cached_tokens INTEGER NOT NULL DEFAULT 0",
 )

@@ -16,7 +16,7 @@ With `explore_prob` (doubled while the island has not improved its best over the
 specifies no update of sampling weights from child − parent deltas, so there is none.
 
 The island: one that has nothing of its own yet, else the next in turn (round robin). The turn
-is saved with the run state (KeepsState, engine/run_state.py), so a resumed run goes on with the
+is saved with the run state (KeepsState, engine/run/state.py), so a resumed run goes on with the
 island the killed one would have taken; the islands themselves are rebuilt exactly from the pool
 (engine/selection/islands.py).
 """

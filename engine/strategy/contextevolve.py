@@ -19,7 +19,7 @@ from pydantic import Field
 
 from engine.pool import Artifact
 from engine.selection.islands import IslandSettings
-from engine.service_config import StrictModel
+from engine.config.service import StrictModel
 from engine.strategy.boltzmann import BoltzmannIslandSelector
 from engine.strategy.context_agents import ContextAgents, ContextEvolveSettings
 from engine.strategy.parts import ParetoSelector, Population, TournamentSelector

@@ -13,7 +13,7 @@ from typing import Any, Literal, Mapping
 from pydantic import Field
 
 from engine.selection.islands import IslandSettings
-from engine.service_config import StrictModel
+from engine.config.service import StrictModel
 from engine.strategy.boltzmann import BoltzmannIslandSelector, IslandElites
 from engine.strategy.executor import ExecutorSpec
 from engine.strategy.parts import Population

@@ -212,7 +212,7 @@ class SearchParams:
     num_diverse: int = 1
     options: Mapping[str, Mapping[str, object]] = field(default_factory=dict)
     """Per-strategy settings by strategy name (the run's [strategy.<name>] table, validated by
-    engine/config.py), as plain data so strategies need not import the config."""
+    engine/config/__init__.py), as plain data so strategies need not import the config."""
 
 
 @dataclass(frozen=True)

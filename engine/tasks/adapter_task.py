@@ -1,6 +1,6 @@
 """The adapter task kind's task: a GEPA-style adapter object and its data, held in memory.
 
-`evotui.optimize` (evotui/api.py) builds one from Python objects; nothing of it is on disk, so
+`evotui.optimize` (evotui/library/api.py) builds one from Python objects; nothing of it is on disk, so
 a run of this kind cannot be resumed from the CLI (the adapter is code in the caller's process).
 Examples are whatever the adapter takes; the engine only names them: "t0".."tN" for the
 training set, "v0".."vN" for the validation set (the ids of the per-example val_scores).
@@ -28,7 +28,7 @@ class AdapterTask:
     seed_components: Components
     adapter: Any
     """Has evaluate(batch, candidate, capture_traces) and make_reflective_dataset(candidate,
-    eval_batch, components_to_update) (checked by evotui/api.py)."""
+    eval_batch, components_to_update) (checked by evotui/library/api.py)."""
     propose_new_texts: ProposeFn | None = None
     """The adapter's own proposer, if it has one (GEPA's optional method): used instead of the
     reflection LLM."""
@@ -59,7 +59,7 @@ class AdapterTask:
 def seed_components(candidate: dict[str, str], types: dict[str, str] | None = None,
                     frozen: dict[str, list[str]] | None = None) -> Components:
     """One evolvable component per key, in the dict's order, with its type (default "text") and
-    frozen regions (engine/components.py); ValueError for an unknown type or component name, a
+    frozen regions (engine/components/__init__.py); ValueError for an unknown type or component name, a
     region not in its text or a seed text its type does not allow."""
     types, frozen = types or {}, frozen or {}
     for label, given in (("component_types", types), ("frozen_regions", frozen)):

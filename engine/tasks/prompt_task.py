@@ -5,7 +5,7 @@ it receives LLM output as plain data. task.toml:
 
     name, kind = "prompt", description, seed_prompt, train, val
     [[component]] name, text | file, evolvable, type, frozen   # instead of seed_prompt: a
-                                   # multi-component seed (engine/components.py: types, frozen regions)
+                                   # multi-component seed (engine/components/__init__.py: types, frozen regions)
     [metric] file, function       # function(example: dict, output: str) -> {"score", "feedback"}
     [input] template               # optional, str.format over the example (default "{input}")
     [defaults]                     # optional RunConfig overrides
@@ -26,7 +26,7 @@ from typing import Any, Callable
 from engine import components as comp
 from engine.components import NAME, Component, Components, render
 from engine.config import ConfigError, read_toml
-from engine.resources import data_dir
+from engine.costs.resources import data_dir
 
 BUILTIN_DIR = data_dir("tasks", "engine")
 KNOWN_KEYS = {"name", "kind", "description", "seed_prompt", "train", "val", "metric", "input", "defaults",

@@ -56,7 +56,7 @@ def startup_of(trials: int) -> int:
 
 async def load_target(db: Path, run_id: str, artifact_id: str) -> Target:
     from engine.config import ConfigError
-    from engine.run_admin import AdminError, find_artifact
+    from engine.run.admin import AdminError, find_artifact
     from engine.tasks.loader import load_any_task, with_program_settings
     from engine.tasks.prompt_task import TaskError
 

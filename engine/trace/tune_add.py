@@ -1,7 +1,7 @@
 """`evotui tune --add`: the tuned program enters the run's pool as a new artifact whose lineage
 edge from the candidate has operator `tune`.
 
-Like `evotui restore` on a run nobody drives (engine/run_admin.py): the run is opened under its
+Like `evotui restore` on a run nobody drives (engine/run/admin.py): the run is opened under its
 lease (a live driver refuses it), the pool is rebuilt from its rows, the ledger (the only writer
 of the pool) commits the artifact, the run state is saved and the run keeps the status it had.
 The artifact's id comes from the run's own item counter, so later proposals never reuse it.
@@ -22,7 +22,7 @@ SCORE_KEY = "program"
 
 async def check_addable(db: Path, run_id: str, artifact_id: str) -> None:
     """Before any trial: the run accepts a new artifact (it exists, is not imported)."""
-    from engine.run_admin import AdminError, find_artifact
+    from engine.run.admin import AdminError, find_artifact
 
     try:
         await find_artifact(db, run_id, artifact_id, writable=True)
@@ -32,8 +32,8 @@ async def check_addable(db: Path, run_id: str, artifact_id: str) -> None:
 
 async def add_tuned(db: Path, result: dict[str, Any]) -> dict[str, Any]:
     """Commit result["tuned_program"]; returns {"artifact_id", "pool_version", "best"}."""
-    from engine.run_admin import AdminError, find_artifact
-    from engine.runner import EngineRun, SetupError
+    from engine.run.admin import AdminError, find_artifact
+    from engine.run.runner import EngineRun, SetupError
 
     if result.get("tuned_program") is None or result.get("tuned_ceiling") is None:
         raise TraceError("no trial scored, so there is no tuned program to add")

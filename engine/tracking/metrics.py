@@ -1,11 +1,11 @@
-"""The numbers a tracker logs, from the one snapshot every observer reads (engine/snapshot.py)
-and from the run's closing summary (engine/run_summary.py)."""
+"""The numbers a tracker logs, from the one snapshot every observer reads (engine/run/snapshot.py)
+and from the run's closing summary (engine/run/summary.py)."""
 
 from __future__ import annotations
 
 from typing import Any, Mapping
 
-from engine.snapshot import EngineSnapshot
+from engine.run.snapshot import EngineSnapshot
 
 SUMMARY_KEYS = ("best_score", "seed_score", "proposals", "proposal_attempts", "accepted", "rejected", "failed",
                 "discarded_stale", "wasted_tokens", "llm_calls", "prompt_tokens", "completion_tokens",

@@ -1,5 +1,5 @@
 """A run's trackers, observing it from the side: started with the run, fed from the event bus
-and snapshots, finished with its summary and artifacts (engine/runner.py calls open and finish).
+and snapshots, finished with its summary and artifacts (engine/run/runner.py calls open and finish).
 
 Nothing here waits for a tracker on the event loop: rows go to TrackerWorker threads, the
 EvoTrace export is written on a thread, and finish() joins the threads off the loop.
@@ -21,8 +21,8 @@ from engine.tracking.settings import TrackingConfig, default_mlflow_uri
 from engine.tracking.worker import TrackerWorker
 
 if TYPE_CHECKING:
-    from engine.runner import EngineRun
-    from engine.snapshot import EngineSnapshot
+    from engine.run.runner import EngineRun
+    from engine.run.snapshot import EngineSnapshot
 
 FINISH_TIMEOUT_S = 120.0
 """Longest the end of a run waits for its trackers to send what is queued (a slow server)."""

@@ -10,7 +10,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from engine.service_config import StrictModel
+from engine.config.service import StrictModel
 
 
 class MlflowConfig(StrictModel):

@@ -1,1 +1,1 @@
-"""The Textual front end. Only this package (and evotui.bench_ui) imports textual."""
+"""The Textual front end. Only this package (and evotui.bench.ui) imports textual."""

@@ -14,14 +14,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-from engine.component_versions import ComponentsView, active_artifact, components_view, rollback_versions
-from engine.history import SnapshotFeed
-from engine.history_db import HistoryReader, open_reader
-from engine.islands_view import IslandsView, island_options
+from engine.components.versions import ComponentsView, active_artifact, components_view, rollback_versions
+from engine.run.history import SnapshotFeed
+from engine.run.history_db import HistoryReader, open_reader
+from engine.strategy.islands_view import IslandsView, island_options
 from engine.pipeline.review import PendingReview
-from engine.run_analysis import RunAnalysis
-from engine.run_state import artifact_from_row, change_from_row
-from engine.snapshot import EngineSnapshot, StoredRun, build_snapshot
+from engine.run.analysis import RunAnalysis
+from engine.run.state import artifact_from_row, change_from_row
+from engine.run.snapshot import EngineSnapshot, StoredRun, build_snapshot
 from engine.store.store import Store, StoreError
 from evotui.control import ControlClient, ControlError, snapshot_from_dict, socket_path
 from evotui.tui.attach_rows import RowFeed

@@ -17,7 +17,7 @@ from typing import Any
 
 import aiosqlite
 
-from engine.spend import SpendMeter
+from engine.costs.spend import SpendMeter
 from evotui.tui.log_lines import rounded
 from evotui.tui.views import ReviewEvidence
 

@@ -14,17 +14,17 @@ import time
 from collections import deque
 from typing import Any
 
-from engine.component_versions import ComponentsView, components_view, rollback_versions
+from engine.components.versions import ComponentsView, components_view, rollback_versions
 from engine.events import Event
-from engine.hot_swap import HotSwapError, hot_swap
-from engine.history import RunHistory, SnapshotFeed
-from engine.history_db import load_history
-from engine.islands_view import IslandsView, island_options
+from engine.components.hot_swap import HotSwapError, hot_swap
+from engine.run.history import RunHistory, SnapshotFeed
+from engine.run.history_db import load_history
+from engine.strategy.islands_view import IslandsView, island_options
 from evotui.control import ControlError, apply_command
 from engine.pipeline.review import PendingReview, ReviewError
 from engine.pool import PoolError
-from engine.run_admin import AdminError, restore_with
-from engine.run_analysis import RunAnalysis, analyze_run
+from engine.run.admin import AdminError, restore_with
+from engine.run.analysis import RunAnalysis, analyze_run
 from engine.store.store import Store, StoreError
 from engine.trace.errors import TraceError
 from engine.items import current_item
@@ -119,7 +119,7 @@ class Backend:
         raise BackendError(READ_ONLY.format(what="a restore"))
 
     async def edit_component(self, name: str, text: str, reason: str) -> dict:
-        """Hot-swap `name` of the active artifact (engine/hot_swap.py); BackendError if refused."""
+        """Hot-swap `name` of the active artifact (engine/components/hot_swap.py); BackendError if refused."""
         raise BackendError(READ_ONLY.format(what="an edit"))
 
     async def control(self, cmd: str, **args: Any) -> Any:

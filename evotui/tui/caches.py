@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Iterable, Mapping
 
-from engine.islands_view import IslandsView, build_islands_view
+from engine.strategy.islands_view import IslandsView, build_islands_view
 from engine.pool import Artifact
 
 

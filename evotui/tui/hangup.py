@@ -4,7 +4,7 @@ When the terminal goes (SIGHUP from an SSH drop or `tmux kill-session`, or a fai
 run drains as a headless SIGHUP drain does and the app exits. Neither Textual's shutdown nor the
 drain is trusted to finish: a watchdog thread gives the drain `grace_s`, then asks the loop to
 stop the run at once, and STOP_GRACE_S later, if the process is still here, marks the run
-interrupted and releases its lease itself (engine.run_lease.abandon), removes the control socket
+interrupted and releases its lease itself (engine.run.lease.abandon), removes the control socket
 and exits with 130. `evotui resume` then continues the run, as after any interruption.
 """
 
@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from typing import Callable, Mapping
 
-from engine.run_lease import abandon
+from engine.run.lease import abandon
 
 GRACE_ENV = "EVOTUI_HANGUP_GRACE_S"
 DEFAULT_GRACE_S = 5.0

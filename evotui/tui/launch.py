@@ -12,7 +12,7 @@ import os
 import signal
 import sys
 
-from engine.runner import SetupError
+from engine.run.runner import SetupError
 from evotui import options
 from evotui.control import ControlServer, socket_path
 from evotui.headless import Terminal, report

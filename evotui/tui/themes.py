@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from textual.color import Color, ColorParseError
 from textual.theme import Theme
 
-from engine.resources import data_dir
+from engine.costs.resources import data_dir
 
 THEMES_DIR = data_dir("themes", "evotui")
 FALLBACK = "evotui-dark"

@@ -13,8 +13,8 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from engine.history import RunHistory
-from engine.snapshot import EngineSnapshot
+from engine.run.history import RunHistory
+from engine.run.snapshot import EngineSnapshot
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,7 @@ import json
 
 from engine.config import build_config
 from evotui.bench import settings
-from evotui.bench_modes import MODES
+from evotui.bench.modes import MODES
 from tests.e2e.conftest import evotui
 
 
@@ -63,7 +63,7 @@ def test_bench_strategies_reports_each_strategy_and_mode():
 
 
 def test_best_at_equal_tokens_uses_the_thriftiest_run_of_each_seed():
-    from evotui import bench_strategies as bs
+    from evotui.bench import strategies as bs
 
     thrifty = {"seed": 0, "token_trace": [(0, 0.5), (100, 0.6), (300, 0.7)]}
     costly = {"seed": 0, "token_trace": [(0, 0.5), (250, 0.9), (400, 0.95)]}
@@ -77,7 +77,7 @@ def test_best_at_equal_tokens_uses_the_thriftiest_run_of_each_seed():
 
 
 def test_held_out_scores_are_compared_seed_by_seed_with_the_sequential_reference():
-    from evotui import bench_report as report
+    from evotui.bench import report
 
     def runs(mode: str, scores: dict[int, float | None]) -> list[dict]:
         return [{"mode": mode, "seed": seed, "heldout_score": v} for seed, v in scores.items()]

@@ -10,7 +10,7 @@ import json
 import statistics
 from pathlib import Path
 
-from evotui.bench_suite import SUITES_FILE, load
+from evotui.bench.suite import SUITES_FILE, load
 from tests.e2e.conftest import evotui
 
 
@@ -59,7 +59,7 @@ def test_suite_over_loopback_reaches_a_sim_server(tmp_path: Path) -> None:
     for r in json.loads(out.read_text()):
         run = r["runs"][0]
         assert run["transport"] == "loopback" and run["utilization"] is None  # no in-process simulator state
-        assert r["evaluated_per_min"] > 0 and r["record"]["value"] > 0  # the built-in record, from bench_suites.toml
+        assert r["evaluated_per_min"] > 0 and r["record"]["value"] > 0  # the built-in record, from suites.toml
 
 
 def test_bad_suite_input_is_one_line_and_exit_2(tmp_path: Path) -> None:
@@ -83,7 +83,7 @@ def test_bad_suite_input_is_one_line_and_exit_2(tmp_path: Path) -> None:
 
 
 def test_builtin_suites_are_valid_and_name_real_tasks() -> None:
-    from evotui.bench_suite import check
+    from evotui.bench.suite import check
 
     text = SUITES_FILE.read_text()
     for name in ("ci", "prompt", "program", "quick"):

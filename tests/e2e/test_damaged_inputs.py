@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.resources import data_dir
+from engine.costs.resources import data_dir
 from tests.db_damage import damage_middle_leaf
 from tests.e2e.conftest import FAST, ROOT, evotui, read_rows, summary_of
 

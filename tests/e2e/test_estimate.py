@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from engine.estimate import MIN_USEFUL_PROPOSALS, probe
-from engine.runner import EngineRun
+from engine.costs.estimate import MIN_USEFUL_PROPOSALS, probe
+from engine.run.runner import EngineRun
 from engine.tasks.adapter_task import AdapterTask
-from evotui import api
+from evotui.library import api
 from tests.e2e.conftest import evotui, summary_of
 from tests.engine.test_api import SEED, KeywordAdapter, _data
 

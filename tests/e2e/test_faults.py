@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.resources import data_dir
+from engine.costs.resources import data_dir
 from tests.e2e.conftest import FAST, ROOT, evotui, free_port, summary_of, wait_healthy
 
 RULES = data_dir("tasks", "engine") / "rules"

@@ -280,7 +280,7 @@ def test_hostile_evaluators_are_contained_on_ray_as_locally(head, tmp_path, monk
     from engine.evaluator import LocalEvaluator
     from engine.evaluator.ray_backend import RayEvaluator
     from engine.sandbox import Sandbox, SandboxLimits
-    from engine.service_config import EvaluatorConfig
+    from engine.config.service import EvaluatorConfig
 
     limits = SandboxLimits(wall_s=3, memory_mb=1024)
     scratch = tmp_path / "scratch"
@@ -345,7 +345,7 @@ def test_an_unreachable_cluster_is_a_clear_error(tmp_path):
 def test_an_evaluation_whose_worker_keeps_dying_fails_with_the_reason(head, tmp_path, monkeypatch):
     from engine.evaluator.ray_backend import RayEvaluator
     from engine.sandbox import SandboxLimits
-    from engine.service_config import EvaluatorConfig
+    from engine.config.service import EvaluatorConfig
 
     for k, v in RAY_ENV.items():
         monkeypatch.setenv(k, v)

@@ -6,7 +6,7 @@ contains it (never 1.0, so rollout never skips a step) and otherwise feedback
 
 An output "RAISE" makes the metric raise (a broken metric).
 
-The LLM (an httpx.MockTransport handler, injected through engine.run_setup.sim_transport):
+The LLM (an httpx.MockTransport handler, injected through engine.run.setup.sim_transport):
 - rollout / evaluate: answers the example's keyword if the system prompt contains
   "KEYWORD-<keyword>", else "unknown";
 - propose: copies the current instructions (first fenced block of the user message) and adds
@@ -34,8 +34,8 @@ from typing import Callable
 import httpx
 import pytest
 
-from engine import run_setup
-from engine.runner import EngineRun, RunResult
+from engine.run import setup as run_setup
+from engine.run.runner import EngineRun, RunResult
 from engine.stages.prompt_stages import current_item
 from engine.store.store import read_only_open
 

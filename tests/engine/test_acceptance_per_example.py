@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from engine.runner import EngineRun
+from engine.run.runner import EngineRun
 from engine.strategy.parts import NoExampleWorse, ParentOnly, ParetoSelector
 from engine.strategy.protocols import Evidence, Strategy
 from engine.strategy.registry import instance_scope

@@ -256,7 +256,7 @@ class HeldMinibatches(KeywordAdapter):
 async def test_a_python_run_serves_attach_and_hot_swap(tmp_path):
     """evotui.optimize serves the control socket: a hot-swap of one component of the adapter run is
     validated with the adapter's evaluate, committed, audited and becomes the active best."""
-    from evotui.api import optimize_async
+    from evotui.library.api import optimize_async
     from evotui.control import ControlClient, ControlError, socket_path
 
     adapter = HeldMinibatches()
@@ -285,7 +285,7 @@ async def test_a_python_run_serves_attach_and_hot_swap(tmp_path):
         every = "\n".join(STATEMENT[k] for k in KEYWORDS)
         reply = await client.request("edit_component", component="instructions", text=every, reason="from a test",
                                      reply_timeout_s=60)
-        # every rule in one edit: the new best on validation, so a minor bump (engine/component_versions.py)
+        # every rule in one edit: the new best on validation, so a minor bump (engine/components/versions.py)
         assert reply["version"] == "1.1.0" and reply["component"] == "instructions"
         with pytest.raises(ControlError, match="no component 'nosuch'"):
             await client.request("edit_component", component="nosuch", text="x", reply_timeout_s=60)

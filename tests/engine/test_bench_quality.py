@@ -1,4 +1,4 @@
-"""The bench's held-out re-scoring (evotui/bench_quality.py): what it measures and why."""
+"""The bench's held-out re-scoring (evotui/bench/quality.py): what it measures and why."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 
 from engine.tasks.loader import load_any_task
 from engine.tasks.ruleworld import RULES
-from evotui import bench_quality
+from evotui.bench import quality as bench_quality
 
 FULL = "Format the list on one line.\n" + "\n".join(r.statement for r in RULES)
 

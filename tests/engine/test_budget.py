@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.budget import KEYS, Budget, Reservation
+from engine.costs.budget import KEYS, Budget, Reservation
 from engine.config import BudgetConfig
 
 

@@ -4,7 +4,7 @@ by at most one item."""
 
 from __future__ import annotations
 
-from engine.budget import Budget
+from engine.costs.budget import Budget
 from engine.config import BudgetConfig
 
 STEP = {"metric_calls": 39.0, "proposals": 1.0}

@@ -11,12 +11,12 @@ from pathlib import Path
 import httpx
 import pytest
 
-from engine.budget import Budget
+from engine.costs.budget import Budget
 from engine.config import BudgetConfig, EndpointConfig, RunConfig
 from engine.llm.client import LLMClient
 from engine.llm.records import CallRecord
 from engine.pricing import PriceTable
-from engine.spend import SpendMeter, stored_spend
+from engine.costs.spend import SpendMeter, stored_spend
 from engine.store import Store
 
 URL = "https://api.example/v1"

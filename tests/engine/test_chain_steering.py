@@ -6,7 +6,7 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from engine.runner import EngineRun
+from engine.run.runner import EngineRun
 from engine.steering import live as steering
 
 CHAIN = [("test", {"budget": {"max_proposals": 8}, "sim": {"time_scale": 2000.0},

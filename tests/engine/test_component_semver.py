@@ -4,7 +4,7 @@ change after a restore that rolled commits back; numbers never change once commi
 
 from __future__ import annotations
 
-from engine.component_versions import VersionIndex, rollback_versions
+from engine.components.versions import VersionIndex, rollback_versions
 from engine.components import Component
 from engine.pool import ROLLED_BACK, Artifact, PoolChange
 

@@ -12,7 +12,7 @@ import pytest
 
 from engine import components as comp
 from engine.components import Component
-from engine.hot_swap import HotSwapError, check_edit
+from engine.components.hot_swap import HotSwapError, check_edit
 from engine.llm.sim import frozen as sim_frozen
 from engine.pool import Artifact
 from engine.tasks import agentworld_sim

@@ -224,7 +224,7 @@ def test_gap_threshold_defaults_per_policy_and_an_explicit_max_gap_wins() -> Non
 
 
 async def test_runtime_policy_switch_uses_the_new_policys_default_gap(tmp_path) -> None:
-    from engine.runner import EngineRun
+    from engine.run.runner import EngineRun
 
     run = await EngineRun.create("rules", [("test", {"budget": {"max_proposals": 1}, "sim": {"time_scale": 1000},
                                                      "pipeline": {"mode": "async"}})], tmp_path / "r.db")
@@ -243,7 +243,7 @@ async def test_new_runs_default_to_mode_chain_unless_asked_otherwise(tmp_path) -
     """The fastest quality-keeping mode is the default of prompt tasks (bench --peers) and of
     program tasks under openevolve (bench against sync and async); a chosen mode, an option only
     async serves, or a strategy chain was not measured with keeps the plain default (async)."""
-    from engine.runner import EngineRun
+    from engine.run.runner import EngineRun
 
     base = {"budget": {"max_proposals": 1}, "sim": {"time_scale": 1000}}
     cases = [("rules", {}, "chain"), ("rules", {"pipeline": {"mode": "sync"}}, "sync"),

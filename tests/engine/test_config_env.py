@@ -8,7 +8,7 @@ import argparse
 import pytest
 
 from engine.config import ConfigError, build_config
-from engine.config_env import env_layers
+from engine.config.env import env_layers
 from evotui import options
 
 

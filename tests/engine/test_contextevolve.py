@@ -8,7 +8,7 @@ import asyncio
 import random
 from dataclasses import asdict, dataclass, field
 
-from engine.strategy_config import ContextEvolveConfig
+from engine.config.strategy import ContextEvolveConfig
 from engine.llm.sim.answer import answer
 from engine.pool import Artifact, Pool
 from engine.strategy import SearchParams, build

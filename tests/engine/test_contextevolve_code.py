@@ -20,7 +20,7 @@ from engine.stages.strategy_stages import NOTE_CHARS
 from engine.store.store import Store
 from engine.strategy.context_agents import (CODE_CHARS, EXEMPLAR_CODE_CHARS, NOTE_BUDGET, ContextAgents,
                                             ContextEvolveSettings, code_excerpt)
-from engine.strategy_config import ContextEvolveConfig
+from engine.config.strategy import ContextEvolveConfig
 from tests.engine.test_contextevolve import FakeEnv, _view
 
 ROOT = Path(__file__).resolve().parents[2]

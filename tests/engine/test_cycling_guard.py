@@ -12,14 +12,14 @@ from types import SimpleNamespace
 
 import pytest
 
-from engine.budget import Budget
+from engine.costs.budget import Budget
 from engine.code import cycling
 from engine.config import BudgetConfig, RunConfig
 from engine.context import Tally
 from engine.events import EventBus
 from engine.items import WorkItem
 from engine.pool import Artifact, Pool
-from engine.run_state import ProgramCounters
+from engine.run.state import ProgramCounters
 from engine.sandbox import EvalResult
 from engine.stages import program_prompt
 from engine.stages.program_stages import ProgramStages

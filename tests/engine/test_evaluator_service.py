@@ -14,7 +14,7 @@ from engine.evaluator import EvaluatorSetupError, LocalEvaluator, build_evaluato
 from engine.evaluator.ray_backend import capacity
 from engine.evaluator.shipping import ShippingError, TaskBundle, pack, unpack
 from engine.sandbox import SandboxLimits
-from engine.service_config import EvaluatorConfig
+from engine.config.service import EvaluatorConfig
 
 
 def _task(root: Path) -> Path:

@@ -4,7 +4,7 @@ keyword task; every third proposal is unparsable, so its item fails without a sc
 
 from __future__ import annotations
 
-import engine.runner as runner_mod
+import engine.run.runner as runner_mod
 from engine.strategy import SearchParams, build
 from engine.strategy.evolve_buffer import buffer_of
 from tests.engine.fakes import completion, harness  # noqa: F401  (harness is a fixture)

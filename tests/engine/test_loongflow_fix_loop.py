@@ -12,13 +12,13 @@ import httpx
 import pytest
 from pydantic import ValidationError
 
-from engine import run_setup
+from engine.run import setup as run_setup
 from engine.code.local_checks import local_errors
-from engine.runner import EngineRun
+from engine.run.runner import EngineRun
 from engine.store import read_only_open
 from engine.strategy import SearchParams, build
 from engine.strategy.executor import REPAIR_STAGE, ExecutorSpec
-from engine.strategy_config import LoongFlowConfig
+from engine.config.strategy import LoongFlowConfig
 from tests.engine.fakes import HANG_S, completion
 
 PROGRAM = '''"""Return a number as large as possible, at most 10."""

@@ -8,10 +8,10 @@ import math
 
 import pytest
 
-from engine.islands_view import build_islands_view
+from engine.strategy.islands_view import build_islands_view
 from engine.selection.island_migration import MigrationEvent, diversity, planned_moves, ring_edges
 from engine.selection.islands import IslandSettings, Membership
-from engine.strategy_config import LoongFlowConfig
+from engine.config.strategy import LoongFlowConfig
 from tests.engine.test_loongflow import add, seeded
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from engine.snapshot import EngineSnapshot
+from engine.run.snapshot import EngineSnapshot
 from tests.engine.fakes import completion, harness, idle, until  # noqa: F401  (harness is a fixture)
 
 PIPELINE = ("rollout", "propose", "evaluate", "update")

@@ -106,7 +106,7 @@ def test_loongflow_has_the_pes_stages_unless_switched_off() -> None:
 
 
 async def test_the_plan_runs_before_the_staleness_checked_propose_and_reaches_the_child(harness, monkeypatch) -> None:  # noqa: F811
-    import engine.runner as runner_mod
+    import engine.run.runner as runner_mod
 
     monkeypatch.setattr(runner_mod, "strategy_for", lambda ctx: build("loongflow", "prompt", SearchParams()))
     replies = {"plan": "PLAN: name the keyword explicitly", "summarize": "SUMMARY: naming the keyword helped"}

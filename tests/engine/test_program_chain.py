@@ -10,7 +10,7 @@ from types import SimpleNamespace
 from engine.capabilities.program_chain import ProgramChain
 from engine.items import WorkItem
 from engine.pool import Artifact, Pool
-from engine.run_state import ChainState
+from engine.run.state import ChainState
 
 BASE = "def f():\n    a = 1\n    b = 2\n    c = 3\n    return a + b + c\n"
 

@@ -14,7 +14,7 @@ from pydantic import ValidationError
 from engine.evaluator import ray_connection
 from engine.evaluator.ray_connection import SINGLE_MACHINE_VAR, RaySession, read_token_file
 from engine.evaluator.service import EvaluatorSetupError
-from engine.service_config import EvaluatorConfig
+from engine.config.service import EvaluatorConfig
 
 needs_ray = pytest.mark.skipif(importlib.util.find_spec("ray") is None, reason="ray is not installed")
 

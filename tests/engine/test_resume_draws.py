@@ -14,7 +14,7 @@ from engine.items import current_item
 from engine.llm.client import LLMClient
 from engine.llm.draws import DrawKeys, messages_digest
 from engine.llm.sim import sim_transport
-from engine.run_state import RunState, part_states, restore_part_states, stateful_parts
+from engine.run.state import RunState, part_states, restore_part_states, stateful_parts
 from engine.pool import Artifact
 from engine.selection.islands import IslandArchive, IslandSettings
 from engine.selection.pareto import MinibatchSampler, item_rng

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from engine.runner import EngineRun, SetupError
+from engine.run.runner import EngineRun, SetupError
 from engine.store.store import Store
 
 

@@ -1,4 +1,4 @@
-"""engine/run_admin.py in process: an offline restore goes through the ledger (audited), leaves the
+"""engine/run/admin.py in process: an offline restore goes through the ledger (audited), leaves the
 run's status alone, and a resumed run's pool follows it; refusals; a branch's seed links back."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from engine.run_admin import AdminError, branch_source, check_restorable, find_artifact, restore_offline, restore_with
-from engine.runner import EngineRun
+from engine.run.admin import AdminError, branch_source, check_restorable, find_artifact, restore_offline, restore_with
+from engine.run.runner import EngineRun
 
 LAYERS = [("test", {"budget": {"max_proposals": 6}, "sim": {"time_scale": 2000.0}})]
 

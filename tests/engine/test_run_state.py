@@ -1,5 +1,5 @@
-"""RunState (engine/run_state.py): one serializer, old states load, a resumed run keeps its
-counters, and the stored snapshot (attach) agrees with the live one (engine/snapshot.py)."""
+"""RunState (engine/run/state.py): one serializer, old states load, a resumed run keeps its
+counters, and the stored snapshot (attach) agrees with the live one (engine/run/snapshot.py)."""
 
 from __future__ import annotations
 
@@ -14,9 +14,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engine.code.filters import ProgramFilters
-from engine.run_state import ChainState, MergeState, ProgramCounters, RunState, Tally
+from engine.run.state import ChainState, MergeState, ProgramCounters, RunState, Tally
 from engine.selection.pareto import rng_state
-from engine.snapshot import EngineSnapshot
+from engine.run.snapshot import EngineSnapshot
 from evotui.control import snapshot_from_dict, snapshot_to_dict
 from evotui.tui.attach import AttachBackend
 from tests.engine.fakes import harness, until  # noqa: F401

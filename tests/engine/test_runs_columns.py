@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from evotui.inspect_cmd import _runs
+from evotui.commands.inspect import _runs
 
 ROOT = Path(__file__).resolve().parents[2]
 

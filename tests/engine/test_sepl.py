@@ -1,13 +1,13 @@
 """sepl's Select (blame from the feedback, round robin otherwise), component versions derived
-from committed artifacts, and the hot-swap's refusals (engine/hot_swap.py: check_edit)."""
+from committed artifacts, and the hot-swap's refusals (engine/components/hot_swap.py: check_edit)."""
 
 from __future__ import annotations
 
 import pytest
 
-from engine.component_versions import VersionIndex, diff, parse_spec
+from engine.components.versions import VersionIndex, diff, parse_spec
 from engine.components import Component
-from engine.hot_swap import HotSwapError, PinnedParents, check_edit
+from engine.components.hot_swap import HotSwapError, PinnedParents, check_edit
 from engine.pool import Artifact
 from engine.strategy import registry
 from engine.strategy.protocols import Pick, SearchParams

@@ -1,4 +1,4 @@
-"""The side-by-side table of `evotui sim-calibrate --check` (evotui/sim_check.py): ratios to the
+"""The side-by-side table of `evotui sim-calibrate --check` (evotui/bench/sim_check.py): ratios to the
 first mode, and agreement within 20% of the real ratio."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from engine.llm.sim import calibrate_fit as fitting
-from evotui import sim_check
+from evotui.bench import sim_check
 
 
 def test_ratios_are_to_the_first_mode_and_agreement_is_within_twenty_percent():

@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from engine.budget import Budget
+from engine.costs.budget import Budget
 from engine.config import BudgetConfig, RunConfig
 from engine.llm.records import CallRecord
 from engine.pricing import Price, PriceError, PriceTable
-from engine.spend import SpendMeter
+from engine.costs.spend import SpendMeter
 
 
 def _rec(prompt: int, completion: int, *, stage: str = "propose", endpoint: str = "task", model: str = "gpt-4o",

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.runner import EngineRun
+from engine.run.runner import EngineRun
 from evotui.control import ControlClient, ControlError, ControlServer, socket_path
 
 LAYERS = [("test", {"budget": {"max_proposals": 4}, "sim": {"time_scale": 2000.0}, "pipeline": {"mode": "async"}})]

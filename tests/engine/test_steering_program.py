@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.runner import EngineRun
+from engine.run.runner import EngineRun
 from engine.steering import SteerError
 from engine.steering import live as steering
 from engine.store.store import read_only_open

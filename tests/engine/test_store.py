@@ -120,7 +120,7 @@ async def test_round_trip_of_every_write_method(tmp_path: Path) -> None:
         (1, "seed", {"why": "seed"}), (2, "add", {"val_mean": 0.75})]
     assert [i["item_id"] for i in rec.open_items] == ["i1"]
     assert rec.open_items[0]["payload"] == {"minibatch": ["e1"]}
-    groups = rec.counts.pop("call_groups")  # the calls grouped for pricing (engine/spend.py)
+    groups = rec.counts.pop("call_groups")  # the calls grouped for pricing (engine/costs/spend.py)
     # endpoint, url, model, stage, calls, prompt tokens, completion tokens, latency: the same calls
     assert (sum(g[4] for g in groups), sum(g[5] or 0 for g in groups), sum(g[6] or 0 for g in groups)) == (2, 107, 40)
     assert rec.counts == {"items": {"open": 1, "accepted": 1, "failed": 1}, "llm_calls": 2,

@@ -1,8 +1,8 @@
 """A run stored by an earlier release keeps the behaviour it ran with when a later release adds a
 setting with another default (loongflow's migration_trigger: "interval" before, "diversity" now)."""
 
-from engine.islands_view import island_options
-from engine.strategy_config import LoongFlowConfig, upgrade_stored_strategy
+from engine.strategy.islands_view import island_options
+from engine.config.strategy import LoongFlowConfig, upgrade_stored_strategy
 
 
 def test_a_stored_table_without_the_new_setting_keeps_the_old_behaviour():

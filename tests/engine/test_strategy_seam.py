@@ -101,7 +101,7 @@ async def _summarize(view: StageView, env) -> dict[str, str]:
 
 
 async def test_a_strategys_own_stages_run_as_pipeline_stages_and_guide_the_proposer(harness, monkeypatch) -> None:  # noqa: F811
-    import engine.runner as runner_mod
+    import engine.run.runner as runner_mod
     from engine.strategy.protocols import StrategyStage
 
     base = build("gepa", "prompt", SearchParams())
@@ -135,8 +135,8 @@ async def test_a_strategys_own_stages_run_as_pipeline_stages_and_guide_the_propo
 
 
 async def test_handlers_that_refuse_the_run_give_a_setup_error_and_release_everything(harness, monkeypatch) -> None:  # noqa: F811
-    import engine.runner as runner_mod
-    from engine.runner import SetupError
+    import engine.run.runner as runner_mod
+    from engine.run.runner import SetupError
 
     def refuse(ctx, strategy=None):
         raise ValueError("strategy x cannot run here; use strategy y")

@@ -16,12 +16,12 @@ from pathlib import Path
 
 import pytest
 
-from engine.run_lease import abandon
-from engine.runner import SetupError
+from engine.run.lease import abandon
+from engine.run.runner import SetupError
 from engine.store import Store
 from engine.store.lease import STUCK_AFTER_S, Lease, _process_start, holder_alive, kill_holder, stuck
 from evotui.control import ControlServer, answers, socket_path
-from evotui.takeover import clear_stuck_driver
+from evotui.commands.takeover import clear_stuck_driver
 
 NOW = 1_000_000.0
 HOST = socket.gethostname()

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.runner import EngineRun
+from engine.run.runner import EngineRun
 from engine.tracking.base import MetricRow, RunIdentity
 from engine.tracking.worker import TrackerWorker
 
@@ -224,7 +224,7 @@ def test_without_tracking_neither_library_is_imported():
     import subprocess
     import sys
 
-    code = ("import sys, engine.runner, engine.tracking.session, evotui.cli, evotui.config_cmd\n"
+    code = ("import sys, engine.run.runner, engine.tracking.session, evotui.cli, evotui.commands.config\n"
             "from engine.config import build_config\n"
             "assert build_config([]).tracking.enabled is False\n"
             "print(sorted({'mlflow', 'wandb'} & set(sys.modules)))")

@@ -1,4 +1,4 @@
-"""Builds a program-task run the way engine.runner does (its kind's handlers running the configured strategy)."""
+"""Builds a program-task run the way engine.run.runner does (its kind's handlers running the configured strategy)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from pathlib import Path
 
 from engine.config import build_config
 from engine.pipeline.orchestrator import Orchestrator
-from engine.run_setup import build_context
-from engine.runner import new_run_id
+from engine.run.setup import build_context
+from engine.run.runner import new_run_id
 from engine.stages.kinds import build_handlers
 from engine.stages.program_stages import ProgramStages
 from engine.store.store import Store

@@ -7,7 +7,7 @@ from collections import Counter
 from dataclasses import replace
 from pathlib import Path
 
-from engine.budget import Budget
+from engine.costs.budget import Budget
 from engine.config import BudgetConfig
 from engine.context import Tally
 from engine.events import EventBus
@@ -128,7 +128,7 @@ def _stages(llm, retries: int) -> ProgramStages:
     from engine.pipeline.recorder import Recorder
     from engine.config import RunConfig
     from engine.staleness import make_policy
-    from engine.run_state import ProgramCounters
+    from engine.run.state import ProgramCounters
     from engine.stages.kinds import strategy_for
 
     task = load_any_task("circle_packing")

@@ -5,9 +5,9 @@ from __future__ import annotations
 import time
 from types import MappingProxyType
 
-from engine.history import RunHistory
+from engine.run.history import RunHistory
 from engine.pipeline.review import PendingReview
-from engine.snapshot import EngineSnapshot, LLMSnapshot, StageSnapshot
+from engine.run.snapshot import EngineSnapshot, LLMSnapshot, StageSnapshot
 from evotui.tui.app import EvoApp
 from evotui.tui.backend import ArtifactView, Backend, Frame, LLMStat
 from evotui.tui.launch import prepare

@@ -1,9 +1,9 @@
 """Frozen data for the analysis screen: a hand-made program lineage whose edits recycle lines
-(literal, tuning, trivial) and carry cached judge labels, analysed by engine/run_analysis.py."""
+(literal, tuning, trivial) and carry cached judge labels, analysed by engine/run/analysis.py."""
 
 from __future__ import annotations
 
-from engine.run_analysis import RunAnalysis, summarise
+from engine.run.analysis import RunAnalysis, summarise
 from engine.trace.analyze import edits
 from engine.trace.model import Trace
 from evotui.tui.backend import ArtifactView

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from engine.component_versions import ComponentsView, components_view
+from engine.components.versions import ComponentsView, components_view
 from engine.components import Component, render
 from engine.pool import Artifact
 from evotui.tui.app import EvoApp

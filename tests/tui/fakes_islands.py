@@ -1,12 +1,12 @@
 """Frozen data for a loongflow run: program artifacts in three islands, folded by the engine's own
-island archive (engine/islands_view.py), with PES plans and summaries in their meta; and a
+island archive (engine/strategy/islands_view.py), with PES plans and summaries in their meta; and a
 contextevolve run's notes (summary, guidance, exemplars) on a prompt artifact."""
 
 from __future__ import annotations
 
 from dataclasses import replace
 
-from engine.islands_view import IslandsView, build_islands_view
+from engine.strategy.islands_view import IslandsView, build_islands_view
 from engine.pool import Artifact
 from evotui.tui.backend import ArtifactView
 from evotui.tui.caches import IslandsCache

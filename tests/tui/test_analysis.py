@@ -1,4 +1,4 @@
-"""The analysis screen: engine/run_analysis.py on a hand-made lineage and on a real run's
+"""The analysis screen: engine/run/analysis.py on a hand-made lineage and on a real run's
 database, and the screen over it (frozen data; the worker, r, the live refresh, a failure)."""
 
 from __future__ import annotations
@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from engine.run_analysis import analyze_run, recycled_lines
-from engine.runner import EngineRun
+from engine.run.analysis import analyze_run, recycled_lines
+from engine.run.runner import EngineRun
 from evotui.tui.app import EvoApp
 from evotui.tui.backend import BackendError
 from evotui.tui.screens import analysis as analysis_screen

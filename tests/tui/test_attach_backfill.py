@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 
-from engine.runner import EngineRun
+from engine.run.runner import EngineRun
 from evotui.headless import drive
 from evotui.tui.attach import AttachBackend
 from evotui.tui.attach_rows import rationale_of

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from engine.runner import EngineRun
+from engine.run.runner import EngineRun
 from evotui.tui.app import EvoApp
 from evotui.tui.attach import AttachBackend
 from evotui.tui.settings import UISettings

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from textual.widgets import OptionList, Static, TextArea
 
-from engine.runner import EngineRun
+from engine.run.runner import EngineRun
 from engine.store.store import Store
 from evotui.tui.app import EvoApp
 from evotui.tui.attach import AttachBackend

@@ -212,7 +212,7 @@ def test_the_cli_refuses_a_clashing_keymap_before_taking_the_terminal(tmp_path):
 EXIT_WITH_CLIENT = """
 import asyncio, sys
 from pathlib import Path
-from engine.runner import EngineRun
+from engine.run.runner import EngineRun
 from evotui.control import ControlClient, ControlServer, socket_path
 
 async def main(db):
@@ -241,7 +241,7 @@ def test_no_traceback_when_a_client_is_connected_at_exit(tmp_path):
 
 async def test_attached_plots_show_the_stored_history(tmp_path):
     """A finished run in the database: attach's Scores and LLM tabs plot what SQLite holds."""
-    from engine.runner import EngineRun
+    from engine.run.runner import EngineRun
     from evotui.headless import drive
     from evotui.tui.app import EvoApp
     from evotui.tui.attach import AttachBackend

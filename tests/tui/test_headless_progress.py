@@ -11,7 +11,7 @@ from types import MappingProxyType
 
 from engine.events import EventBus, ProposalStart, StateChanged
 from evotui.headless import progress_line
-from evotui.headless_progress import PauseClock, duration, progress_of
+from evotui.headless.progress import PauseClock, duration, progress_of
 from tests.tui.fakes import frozen_snapshot
 
 ROOT = Path(__file__).resolve().parents[2]

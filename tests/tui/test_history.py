@@ -6,15 +6,15 @@ from __future__ import annotations
 import sqlite3
 from types import SimpleNamespace
 
-from engine.history import (
+from engine.run.history import (
     RunHistory,
     SnapshotFeed,
     latency_lines,
     rate_line,
     score_lines,
 )
-from engine.history_db import load_history, open_reader
-from engine.runner import EngineRun
+from engine.run.history_db import load_history, open_reader
+from engine.run.runner import EngineRun
 from evotui.headless import drive
 from evotui.tui.attach import AttachBackend
 from evotui.tui.backend import LiveBackend

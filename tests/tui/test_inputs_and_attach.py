@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.runner import EngineRun
+from engine.run.runner import EngineRun
 from evotui.control import ControlServer, socket_path
 from evotui.tui.attach import AttachBackend
 from evotui.tui.keymap import binding_ids

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from engine.islands_view import build_islands_view, island_options
+from engine.strategy.islands_view import build_islands_view, island_options
 from engine.pool import Artifact
 from evotui.tui.screens.islands import IslandsScreen
 from tests.tui.fakes import FrozenBackend, themed_app
@@ -107,7 +107,7 @@ async def test_islands_not_offered_without_islands():
 
 
 async def test_live_and_attached_runs_show_the_same_islands(tmp_path):
-    from engine.runner import EngineRun
+    from engine.run.runner import EngineRun
     from evotui.tui.attach import AttachBackend
     from evotui.tui.backend import LiveBackend
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.runner import EngineRun
+from engine.run.runner import EngineRun
 from engine.store.store import Store
 from evotui.tui.app import EvoApp
 from evotui.tui.backend import LiveBackend

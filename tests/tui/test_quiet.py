@@ -2,7 +2,7 @@
 
 Repaints are measured by counting render() calls on every widget of the screen (Textual calls
 it whenever a widget's region must be drawn again); terminal bytes by running the real TUI in a
-pseudo-terminal (evotui.bench_ui) and counting what it writes.
+pseudo-terminal (evotui.bench.ui) and counting what it writes.
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from collections import Counter
 
 import pytest
 
-from engine.runner import EngineRun
-from evotui import bench_ui
+from engine.run.runner import EngineRun
+from evotui.bench import ui as bench_ui
 from evotui.tui.app import EvoApp
 from evotui.tui.backend import LiveBackend
 from evotui.tui.screens.dashboard import DashboardScreen

@@ -125,7 +125,7 @@ async def test_lineage_explains_program_acceptance() -> None:
 async def test_live_backend_reads_the_parked_items_evidence(tmp_path) -> None:
     import asyncio
 
-    from engine.runner import EngineRun
+    from engine.run.runner import EngineRun
     from evotui.tui.backend import LiveBackend
 
     layer = {"sim": {"time_scale": 400}, "budget": {"max_proposals": 6}, "pipeline": {"review_before_evaluate": True}}

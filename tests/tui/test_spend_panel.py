@@ -64,7 +64,7 @@ async def test_caps_show_what_is_left_and_an_unpriced_model_is_named() -> None:
 
 
 async def test_a_live_runs_frame_carries_its_spend_meter(tmp_path) -> None:
-    from engine.runner import EngineRun
+    from engine.run.runner import EngineRun
     from evotui.headless import drive
     from evotui.tui.backend import LiveBackend
 

@@ -8,7 +8,7 @@ import asyncio
 import sqlite3
 from pathlib import Path
 
-from engine.runner import EngineRun
+from engine.run.runner import EngineRun
 from engine.store.store import read_only_open
 from evotui.tui.app import EvoApp
 from evotui.tui.backend import Backend, LiveBackend

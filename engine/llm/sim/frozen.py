@@ -1,7 +1,7 @@
 """Frozen regions in a simulated proposer's answer (engine/llm/sim/README.md, "Frozen regions").
 
 A proposal request for a named component may carry a `## Component rules` section
-(engine/components.py: rules_section) quoting the component's frozen regions:
+(engine/components/__init__.py: rules_section) quoting the component's frozen regions:
 
     Frozen region 1 of [round_total]:
     > def round_total(x):

@@ -55,7 +55,7 @@ def _load(path: Path) -> dict[str, Any]:
 
 
 def _text_of(candidate: dict[str, str]) -> tuple[str, list[dict[str, Any]] | None]:
-    """One component: its text; several: evotui's rendering and the components (engine/components.py)."""
+    """One component: its text; several: evotui's rendering and the components (engine/components/__init__.py)."""
     if len(candidate) == 1:
         return str(next(iter(candidate.values()))), None
     parts = [Component(str(name), str(text)) for name, text in candidate.items()]

@@ -1,4 +1,4 @@
-"""The analysis of a live or finished run (`evotui analyze`'s figures, engine/run_analysis.py):
+"""The analysis of a live or finished run (`evotui analyze`'s figures, engine/run/analysis.py):
 the best-so-far timeline, the recycle rate per generation, the judge's edit types (cached answers
 only: the TUI makes no judge call). The run's database is read in a worker when the screen is
 first shown, on r, and on a live run again when the pool moved and REFRESH_S passed."""
@@ -16,7 +16,7 @@ from textual.timer import Timer
 from textual.widgets import Static
 from textual.worker import Worker, WorkerState
 
-from engine.run_analysis import RunAnalysis
+from engine.run.analysis import RunAnalysis
 from evotui.tui.backend import BackendError, Frame
 from evotui.tui.keymap import ANALYSIS_BINDINGS
 from evotui.tui.screens.base import EvoScreen

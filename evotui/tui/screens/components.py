@@ -21,7 +21,7 @@ from textual.widgets import Input, OptionList, Static, TextArea
 from textual.widgets.option_list import Option, OptionDoesNotExist
 from textual.worker import Worker, WorkerState
 
-from engine.component_versions import ComponentsView, ComponentVersion, version_audit
+from engine.components.versions import ComponentsView, ComponentVersion, version_audit
 from evotui.tui.backend import BackendError, Frame
 from evotui.tui.keymap import COMPONENTS_BINDINGS, EDIT_BINDINGS
 from evotui.tui.screens.base import ConfirmScreen, EvoScreen, ReasonScreen

@@ -1,7 +1,7 @@
 """The islands of a loongflow run (or contextevolve with island selection): each island's size,
 best and Boltzmann temperature in a table, the selected island's MAP-Elites grid as a heat map,
 and the migrations between islands as they happen. The data is a read-only view the backend
-rebuilds when the pool changes (engine/islands_view.py)."""
+rebuilds when the pool changes (engine/strategy/islands_view.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from textual.app import ComposeResult
 from textual.containers import Horizontal, VerticalScroll
 from textual.widgets import DataTable, Static
 
-from engine.islands_view import IslandsView
+from engine.strategy.islands_view import IslandsView
 from evotui.tui.backend import Frame
 from evotui.tui.keymap import ISLANDS_BINDINGS
 from evotui.tui.screens.base import EvoScreen

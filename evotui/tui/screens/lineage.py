@@ -13,7 +13,7 @@ from textual.screen import Screen
 from textual.widgets import Footer, Static, Tree
 from textual.widgets.tree import TreeNode
 
-from engine.run_analysis import recycled_lines
+from engine.run.analysis import recycled_lines
 from evotui.tui.backend import ArtifactView, Frame
 from evotui.tui.keymap import DIFF_BINDINGS, LINEAGE_BINDINGS
 from evotui.tui.screens.base import EvoScreen

@@ -10,7 +10,7 @@ from textual.color import Color
 from textual.content import Content
 from textual_plotext import PlotextPlot
 
-from engine.run_analysis import RunAnalysis
+from engine.run.analysis import RunAnalysis
 from evotui.tui.widgets.panels import fmt
 
 PALETTE = ("primary", "accent", "success", "warning")

@@ -9,7 +9,7 @@ from typing import Sequence
 from rich.text import Text
 from textual.markup import escape
 
-from engine.component_versions import ComponentEntry, ComponentsView, ComponentVersion, VersionAudit
+from engine.components.versions import ComponentEntry, ComponentsView, ComponentVersion, VersionAudit
 
 ACTIVE = "★"
 HYPOTHESIS = 240

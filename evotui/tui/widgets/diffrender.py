@@ -137,7 +137,7 @@ def _heading(name: str) -> DiffLine:
 
 def component_lines(old: str, new: str, code: bool, split: bool,
                     recycled: frozenset[str] = frozenset()) -> list[DiffLine] | None:
-    """Two renderings of named components (engine/components.py): each changed component's
+    """Two renderings of named components (engine/components/__init__.py): each changed component's
     lines under a `── [name] ──` heading, the unchanged ones named on one line; None if the
     texts are not both renderings."""
     pairs = component_pairs(old, new)

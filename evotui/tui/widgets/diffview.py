@@ -2,7 +2,7 @@
 code, word level for prompts. Every change carries a marker that does not rely on colour:
 "+ "/"- "/"~ " line prefixes ("↺ " for an added line its lineage deleted before), and {+added+} / [-removed-] around changed words. Lines are
 numbered (old, new), unchanged runs fold to CONTEXT lines (f shows the full file), n / N jump
-between changes. Texts of named components (engine/components.py) are diffed per component.
+between changes. Texts of named components (engine/components/__init__.py) are diffed per component.
 Lines never wrap: unified scrolls sideways, side by side truncates each column with an ellipsis.
 """
 

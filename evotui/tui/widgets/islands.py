@@ -8,7 +8,7 @@ from typing import Mapping
 
 from textual.content import Content
 
-from engine.islands_view import IslandsView, IslandView
+from engine.strategy.islands_view import IslandsView, IslandView
 from evotui.tui.widgets.panels import fmt
 
 CELL = 7

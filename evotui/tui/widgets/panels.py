@@ -122,7 +122,7 @@ class GapsPanel(Panel):
         decisions = {k: v for k, v in snap.staleness.items() if k not in chain_events}
         counts = " ".join(f"{k} {v}" for k, v in sorted(decisions.items())) or "no checks yet"
         lines.append(f"decisions: {escape(counts)} · discarded {snap.discarded_stale}")
-        if snap.chains_max:  # set in mode chain only (engine/snapshot.py reads the mode table)
+        if snap.chains_max:  # set in mode chain only (engine/run/snapshot.py reads the mode table)
             lines.extend(chain_lines(snap, chain_events))
         lines.extend(f"[$text-muted]{escape(d)}[/]" for d in frame.decisions[-3:])
         return "\n".join(lines)

@@ -1,4 +1,4 @@
-"""Plots of the run's history (engine/history.py) with axes, labels and legends, drawn by
+"""Plots of the run's history (engine/run/history.py) with axes, labels and legends, drawn by
 textual-plotext. Line colours are read from the app theme's variables, so they follow theme
 switches and stay legible on light and dark themes.
 
@@ -16,7 +16,7 @@ from textual.color import Color
 from textual.timer import Timer
 from textual_plotext import PlotextPlot
 
-from engine.history import (
+from engine.run.history import (
     Line,
     RunHistory,
     depth_lines,

@@ -1,0 +1,1 @@
+"""What a run may spend and has spent: budgets with reservations, prices and spend, estimates, resource limits."""

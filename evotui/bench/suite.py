@@ -1,0 +1,230 @@
+"""`evotui bench --suite NAME`: a declared suite of tasks x rows x seeds x proposals in one run.
+
+The suites are data (evotui/bench/suites.toml, or any TOML file of the same layout given as the
+NAME). For every task and row the bench prints: evaluated proposals per simulated minute, the
+ratio to the task's sequential reference row, the best at equal proposals (every row of a task
+has the same budget), the held-out score (prompt tasks: bench_quality.heldout_score; program
+tasks: the task's held-out evaluator), both paired by seed against the reference (mean
+difference, standard error, seeds), and the task's record beside its scores. Seeds differ far
+more than rows do, so only the paired differences can show a difference of a point; beside each
+the seeds it would take for a standard error of 0.004 at the spread seen is printed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import tomllib
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from engine.config import SimConfig
+from engine.run.runner import SetupError
+from engine.tasks.loader import load_any_task
+from engine.tasks.prompt_task import TaskError
+from evotui import bench, scratch
+from evotui.bench import bestofn as bench_bestofn
+from evotui.bench import peers as bench_peers
+from evotui.bench import quality as bench_quality
+from evotui import peers as peers_mod
+from evotui.bench.modes import MODES
+from evotui.bench.suite_report import summarise, table
+from evotui.peers.sim_endpoint import SimEndpoint, SimEndpointError
+
+SUITES_FILE = Path(__file__).with_name("suites.toml")
+BEST_OF_N = "best-of-n"
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class SuiteTask(_Strict):
+    name: str
+    proposals: int = Field(ge=1)
+    rows: list[str] = Field(min_length=1)
+    reference: str = "sync"
+    """The sequential row every other row of the task is compared with (ratio, paired scores)."""
+
+
+class Suite(_Strict):
+    description: str
+    profile: Literal["vllm", "api"] = "vllm"
+    time_scale: float | None = Field(None, gt=0)
+    zero_latency: bool = False
+    """An instant backend (bench.ZERO_LATENCY_SCALE): the code path in seconds, no figures."""
+    seeds: int = Field(ge=1)
+    transport: Literal["loopback", "in-process"] = "loopback"
+    """How evotui's rows reach the simulator. loopback: a fresh `evotui sim-server` per run, over
+    HTTP, exactly as the peer rows reach theirs (equal transport); in-process: the engine's
+    simulator in the bench process (no HTTP; for the seconds-long ci suite)."""
+    tasks: list[SuiteTask] = Field(min_length=1)
+
+
+class Record(_Strict):
+    value: float
+    by: str
+
+
+class SuiteFile(_Strict):
+    suite: dict[str, Suite]
+    record: dict[str, Record] = Field(default_factory=dict)
+
+
+class SuiteError(ValueError):
+    """A suite that cannot run as declared (the message says what to change)."""
+
+
+def load(name: str) -> tuple[str, Suite, dict[str, Record]]:
+    """The suite called `name` in suites.toml, or one of another file: FILE.toml:NAME (or
+    FILE.toml when the file declares a single suite). SuiteError says what is wrong."""
+    path, _, wanted = (name.partition(":") if ".toml" in name else (str(SUITES_FILE), "", name))
+    try:
+        data = SuiteFile.model_validate(tomllib.loads(Path(path).read_text()))
+    except OSError as exc:
+        raise SuiteError(f"cannot read the suite file {path}: {exc.strerror}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise SuiteError(f"{path} is not valid TOML: {exc}") from None
+    except ValidationError as exc:  # every problem on the one line
+        raise SuiteError(f"{path}: " + "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}"
+                                                 for e in exc.errors())) from None
+    if not wanted and len(data.suite) == 1:
+        wanted = next(iter(data.suite))
+    if wanted not in data.suite:
+        raise SuiteError(f"no suite {wanted!r} in {path}; suites are {', '.join(data.suite)}")
+    records = data.record
+    if Path(path) != SUITES_FILE:  # another file's suite keeps the built-in tasks' records
+        builtin = SuiteFile.model_validate(tomllib.loads(SUITES_FILE.read_text())).record
+        records = {**builtin, **records}
+    return wanted, data.suite[wanted], records
+
+
+def check(suite: Suite) -> list[tuple[SuiteTask, str]]:
+    """Every (task, row) is runnable: known rows, peers of the task's kind, the reference among the
+    rows. Returns the peer rows whose package is not installed (they are skipped, not failed)."""
+    missing = []
+    for t in suite.tasks:
+        try:
+            kind = load_any_task(t.name).kind
+        except TaskError as exc:
+            raise SuiteError(f"task {t.name!r}: {exc}") from None
+        if t.reference not in t.rows:
+            raise SuiteError(f"task {t.name}: the reference row {t.reference!r} is not among its rows {t.rows}")
+        for row in t.rows:
+            if row in MODES or row == BEST_OF_N:
+                continue
+            peer = peers_mod.PEERS.get(row)
+            if peer is None:
+                raise SuiteError(f"task {t.name}: unknown row {row!r}; rows are evotui's modes ({', '.join(MODES)}), "
+                                 f"{BEST_OF_N}, or a peer ({', '.join(peers_mod.PEERS)})")
+            if peer.kind != kind:
+                raise SuiteError(f"task {t.name} is a {kind} task; peer row {row} runs {peer.kind} tasks")
+            if not peers_mod.installed(peer):
+                missing.append((t, row))
+    return missing
+
+
+async def run_row(task: SuiteTask, row: str, seed: int, suite: Suite, time_scale: float | None, db: Path) -> dict:
+    if row in peers_mod.PEERS:  # the real library, against a fresh sim-server on loopback
+        scale = time_scale if time_scale is not None else SimConfig().time_scale
+        got = await asyncio.to_thread(bench_peers.run_peer, peers_mod.PEERS[row], task.name, seed, suite.profile,
+                                      task.proposals, scale, program_heldout=True)
+    else:
+        extra = bench_bestofn.layer() if row == BEST_OF_N else {}
+        mode = "sync" if row == BEST_OF_N else row
+        if suite.transport == "in-process":
+            got = await bench.run_one(task.name, mode, seed, suite.profile, task.proposals, time_scale, db,
+                                      extra or None, program_heldout=True)
+        else:
+            got = await _over_loopback(task, mode, seed, suite, time_scale, db, extra)
+    got["mode"] = row
+    got["transport"] = "loopback" if row in peers_mod.PEERS else suite.transport
+    return got
+
+
+async def _over_loopback(task: SuiteTask, mode: str, seed: int, suite: Suite, time_scale: float | None, db: Path,
+                         extra: dict) -> dict:
+    """An evotui run whose every LLM call goes over HTTP to a fresh sim-server (as a peer's do).
+    The engine then times the run by the wall clock, so its pipeline time is converted to
+    simulated minutes by the server's time scale (the sim-server's clock is wall time x scale)."""
+    scale = time_scale if time_scale is not None else SimConfig().time_scale
+    endpoint = await asyncio.to_thread(SimEndpoint(suite.profile, seed, scale).__enter__)
+    try:
+        got = await bench.run_one(task.name, mode, seed, suite.profile, task.proposals, time_scale, db,
+                                  {**extra, "task_llm": {"url": endpoint.url}}, program_heldout=True)
+    finally:
+        await asyncio.to_thread(endpoint.__exit__, None, None, None)
+    minutes = got["pipeline_wall_s"] * scale / 60.0
+    got["pipeline_minutes"] = minutes
+    got["proposals_per_min"] = got["proposal_attempts"] / minutes if minutes > 0 else 0.0
+    return got
+
+
+async def run_suite(suite: Suite, seeds: int, skip: set[tuple[str, str]], log) -> dict[str, dict[str, list[dict]]]:
+    """{task: {row: [one result per seed]}}; seeds outermost, so machine drift hits every row alike."""
+    time_scale = bench.ZERO_LATENCY_SCALE if suite.zero_latency else suite.time_scale
+    results: dict[str, dict[str, list[dict]]] = {t.name: {r: [] for r in t.rows if (t.name, r) not in skip}
+                                                 for t in suite.tasks}
+    with scratch.directory("evotui-bench-suite-") as tmp:
+        for seed in range(seeds):
+            for t in suite.tasks:
+                for row in results[t.name]:
+                    db = Path(tmp) / f"{t.name}-{row}-{seed}.db"
+                    try:
+                        got = await run_row(t, row, seed, suite, time_scale, db)
+                    except (bench_peers.PeerFailed, SimEndpointError) as exc:
+                        log(f"evotui: warning: {t.name} row {row} seed {seed} failed: {exc}")
+                        continue
+                    results[t.name][row].append(got)
+                    log(f"  {t.name:15} {row:14} seed {seed}: {got['evaluated']} evaluated, best "
+                        f"{_fmt(got['best_score'])}, held {_fmt(got['heldout_score'])}")
+    return results
+
+
+def _fmt(v: float | None) -> str:
+    return "-" if v is None else f"{v:.3f}"
+
+
+def main(args: argparse.Namespace) -> int:
+    def log(line: str) -> None:
+        if not args.json:
+            print(line, file=sys.stderr, flush=True)
+
+    try:
+        name, suite, records = load(args.suite)
+        if args.suite_tasks:
+            wanted = [t.strip() for t in args.suite_tasks.split(",") if t.strip()]
+            unknown = [t for t in wanted if t not in {st.name for st in suite.tasks}]
+            if unknown or not wanted:
+                raise SuiteError(f"--suite-tasks: {', '.join(unknown) or 'nothing'} not in suite {name} "
+                                 f"(its tasks: {', '.join(t.name for t in suite.tasks)})")
+            suite = suite.model_copy(update={"tasks": [t for t in suite.tasks if t.name in wanted]})
+        if args.suite_seeds is not None and args.suite_seeds < 1:
+            raise SuiteError("--suite-seeds must be at least 1")
+        missing = check(suite)
+    except SuiteError as exc:
+        print(f"evotui: error: {exc}", file=sys.stderr)
+        return 2
+    for t, row in missing:  # one line each; the rest of the suite runs
+        print(f"evotui: note: {t.name} row {row} skipped: {peers_mod.PEERS[row].package} is not installed "
+              "(pip install -e '.[peers]')", file=sys.stderr)
+    seeds = args.suite_seeds or suite.seeds
+    try:
+        results = asyncio.run(run_suite(suite, seeds, {(t.name, r) for t, r in missing}, log))
+    except SetupError as exc:
+        print(f"evotui: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    rows = summarise(name, suite, results, records)
+    if args.out is not None:
+        args.out.write_text(json.dumps(rows, indent=1))
+    if args.json:
+        for r in rows:
+            print(json.dumps({k: v for k, v in r.items() if k != "runs"}))
+    else:
+        print(table(name, suite, rows, seeds))
+    return 0
+
