@@ -41,7 +41,7 @@ class Term:
             except OSError:  # EIO: the child closed the terminal
                 time.sleep(timeout)
 
-    def wait_for(self, needle: str, timeout: float = 10.0, after: int = 0) -> int:
+    def wait_for(self, needle: str, timeout: float = 60.0, after: int = 0) -> int:
         end = time.monotonic() + timeout
         while time.monotonic() < end:
             found = self.text.find(needle, after)
@@ -68,20 +68,20 @@ def test_run_in_a_pty_pause_review_quit(tmp_path):
             "--time-scale", "400", "--config", str(config), "--no-mouse"]
     term = Term(argv, tmp_path)
     try:
-        term.wait_for("RUNNING", timeout=20)
+        term.wait_for("RUNNING", timeout=60)
         term.send(" ")
         at = term.wait_for("PAUSED")
         term.send(" ")
         term.wait_for("RUNNING", after=at)
         term.send("2")
         term.wait_for("Waiting (")
-        at = term.wait_for("i0000", timeout=10)
+        at = term.wait_for("i0000", timeout=60)
         term.send("a")
         term.wait_for("Approved i0", after=at)
         term.send("q")
         term.wait_for("Stop the run and quit?")
         term.send("y")
-        end = time.monotonic() + 20
+        end = time.monotonic() + 60  # a deadline for a hung TUI, not a speed check
         while term.proc.poll() is None and time.monotonic() < end:
             term.read(0.1)
         term.read(0.2)
@@ -98,7 +98,7 @@ def test_every_panel_is_reachable_by_keyboard_at_80x24(tmp_path):
             "--time-scale", "400", "--no-mouse"]
     term = Term(argv, tmp_path, cols=80, rows=24)
     try:
-        at = term.wait_for("RUNNING", timeout=20)
+        at = term.wait_for("RUNNING", timeout=60)
         at = term.wait_for("Events", after=at)
         term.wait_for("acc ·", after=at)
         term.send(" ")
@@ -159,14 +159,14 @@ def test_a_driver_exits_cleanly_with_an_attached_tui(tmp_path):
             time.sleep(0.05)
         term = Term([sys.executable, "-m", "evotui.cli", "attach", "--db", str(db), "--no-mouse"], tmp_path,
                     cols=80, rows=24)
-        term.wait_for("RUNNING", timeout=20)
+        term.wait_for("RUNNING", timeout=60)
         assert "Pause" in term.text, "a controlling attach offers pause"
         out, err = driver.communicate(timeout=120)
         assert driver.returncode == 0, err.decode()[-1500:]
         assert b"Traceback" not in err and b"CancelledError" not in err, err.decode()[-1500:]
-        term.wait_for("COMPLETED", timeout=20)
+        term.wait_for("COMPLETED", timeout=60)
         term.send("q")
-        end = time.monotonic() + 20
+        end = time.monotonic() + 60  # a deadline for a hung TUI, not a speed check
         while term.proc.poll() is None and time.monotonic() < end:
             term.read(0.1)
         assert term.proc.returncode == 0 and "Traceback" not in term.text, term.text[-1500:]
