@@ -6,6 +6,8 @@ reply `{"ok": true, "result": ...}` or `{"ok": false, "error": "..."}`. Commands
 
   ping                                  {"pid": the driving process}: is its loop alive (resume --take-over)
   snapshot                              the live EngineSnapshot (engine.run.snapshot.build_snapshot) as JSON
+  gpu_slots                             GPU slot occupancy of the run's evaluator ({"slots", "busy", "per_gpu", ...}),
+                                        or null without [evaluator] gpus
   pending                               reviews waiting: item_id, gate, parent_id, parent_text, child_text, parked_at
   pause | resume                        hold / release the pipeline
   drain [reason]                        admit nothing more, finish in-flight work
@@ -195,6 +197,8 @@ def apply_command(run, req: dict) -> Any:
         return {"pid": os.getpid()}
     if cmd == "snapshot":
         return snapshot_to_dict(run.snapshot())
+    if cmd == "gpu_slots":
+        return (run.orchestrator.handlers.figures().get("evaluator") or {}).get("gpu_slots")
     if cmd == "pending":
         return [dataclasses.asdict(p) for p in run.review.pending()]
     if cmd == "pause":

@@ -47,6 +47,8 @@ class AttachBackend(Backend):
         self._pool_events: list[dict[str, Any]] = []
         self._artifacts: list[ArtifactView] = []
         self._live: EngineSnapshot | None = None
+        self._gpu: dict | None = None
+        """The driver's GPU slot occupancy (the control socket's gpu_slots), while it is attached."""
         self._pending: list[PendingReview] = []
         self._lines: list[str] = []
         self._task: asyncio.Task | None = None
@@ -133,9 +135,10 @@ class AttachBackend(Backend):
             try:
                 self._live = snapshot_from_dict(await self.client.request("snapshot"))
                 self._pending = [PendingReview(**p) for p in await self.client.request("pending")]
+                self._gpu = await self.client.request("gpu_slots")
             except ControlError as exc:
                 self._lines.append(f"control: {exc}; now read-only")
-                self._live, self._pending = None, []
+                self._live, self._pending, self._gpu = None, [], None
                 await self.client.close()
         if self.rows is not None:
             scores = {a.artifact_id: a.score for a in self._artifacts}
@@ -166,7 +169,8 @@ class AttachBackend(Backend):
         return Frame(snap=snap, llm=self._llm(snap), decisions=tuple(rows.decisions) if rows else (), time_scale=scale,
                      source=self.source, can_control=self.can_control, finished="" if status == "running" else status,
                      spend=rows.meter.figures() if rows is not None and rows.meter is not None else None,
-                     gpu=(summary.get("evaluator") or {}).get("gpu_slots"), **self._history_fields())
+                     gpu=self._gpu if self._live is not None else (summary.get("evaluator") or {}).get("gpu_slots"),
+                     **self._history_fields())
 
     def _llm(self, snap: EngineSnapshot) -> tuple[LLMStat, ...]:
         """Each endpoint's figures: live counts from the snapshot (the database's without the
