@@ -33,3 +33,11 @@ def test_interrupt_question(snap_compare, monkeypatch, size):
     app.backend = RecordingBackend()  # a run that takes control: drain and stop are offered
     app.sampler.backend = app.backend
     assert snap_compare(app, terminal_size=size, run_before=press("ctrl+c"))
+
+
+@pytest.mark.parametrize("size", SIZES, ids=size_id)
+def test_steering_dialog(snap_compare, monkeypatch, size):
+    app = frozen("prompt", "evotui-dark", monkeypatch)
+    app.backend = RecordingBackend()  # a run this TUI drives: the dialog is offered
+    app.sampler.backend = app.backend
+    assert snap_compare(app, terminal_size=size, run_before=press("g"))
