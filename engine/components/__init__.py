@@ -49,6 +49,17 @@ TYPES = {
 }
 """Component types and what each means for an edit (the proposer's prompt states it)."""
 DEFAULT_TYPE = "text"
+OPTIMIZERS = ("reflection", "textgrad")
+"""Resource optimizers (Autogenesis §3.2): one reflection call that rewrites the component, or a
+TextGrad-style step of two calls, a critique (the textual gradient) and a rewrite from it alone."""
+DEFAULT_OPTIMIZER = "reflection"
+
+
+def check_optimizer(name: str, optimizer: object) -> str:
+    """`optimizer` if it is one of OPTIMIZERS, else ValueError naming the component."""
+    if optimizer not in OPTIMIZERS:
+        raise ValueError(f"component {name!r}: unknown optimizer {optimizer!r}; allowed: {', '.join(OPTIMIZERS)}")
+    return optimizer  # type: ignore[return-value]
 
 
 def check_type(name: str, type_: object) -> str:
@@ -67,6 +78,8 @@ class Component:
     """One of TYPES."""
     frozen: tuple[str, ...] = ()
     """Regions every edit must keep verbatim (declared in the task, or marked in the seed's text)."""
+    optimizer: str = DEFAULT_OPTIMIZER
+    """How a proposal rewrites it: one of OPTIMIZERS (engine/stages/textgrad.py for "textgrad")."""
 
 
 Components = tuple[Component, ...]
@@ -134,7 +147,9 @@ def to_json(components: Sequence[Component] | None) -> list[dict] | None:
     """The `components_json` column: None for the one-component case."""
     if components is None:
         return None
-    return [{"name": c.name, "text": c.text, "evolvable": c.evolvable, "type": c.type, "frozen": list(c.frozen)}
+    # optimizer only when not the default, so rows of reflection-only runs read as before
+    return [{"name": c.name, "text": c.text, "evolvable": c.evolvable, "type": c.type, "frozen": list(c.frozen),
+             **({"optimizer": c.optimizer} if c.optimizer != DEFAULT_OPTIMIZER else {})}
             for c in components]
 
 
@@ -152,7 +167,8 @@ def from_json(raw: object) -> Components | None:
         if not isinstance(frozen, list):
             raise ValueError(f"component {name!r}: frozen must be a list of texts, got {type(frozen).__name__}")
         out.append(Component(name, str(d["text"]), bool(d.get("evolvable", True)),
-                             check_type(name, d.get("type", DEFAULT_TYPE)), tuple(str(r) for r in frozen)))
+                             check_type(name, d.get("type", DEFAULT_TYPE)), tuple(str(r) for r in frozen),
+                             check_optimizer(name, d.get("optimizer", DEFAULT_OPTIMIZER))))
     return tuple(out)
 
 

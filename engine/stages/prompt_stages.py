@@ -24,7 +24,7 @@ from engine.llm.shrink import middle_out
 from engine.pipeline.spec import PipelineSpec, StageSpec
 from engine.pool import Artifact
 from engine.selection import merge
-from engine.stages import reflection
+from engine.stages import reflection, textgrad
 from engine.components.hot_swap import PinnedParents
 from engine.capabilities import gated_chain
 from engine.capabilities.audit import Audit
@@ -212,14 +212,22 @@ class PromptStages(PinnedParents, ExampleKindMixin, KindHandlers):
             messages = reflection.build_component_messages(ctx.task.description, parts, targets,
                                                            item.payload["traces"], others)
             messages = self.with_component_rules(messages, parts, targets)
+            if textgrad.uses_textgrad(parts, targets):  # the component's optimizer (engine/stages/textgrad.py)
+                messages = textgrad.build_gradient_messages(ctx.task.description, parts, targets[0],
+                                                            item.payload["traces"])
         else:
             messages = reflection.build_messages(ctx.task.description, current, item.payload["traces"], others)
         messages = await self.with_guidance(messages, item)
         reason = ""
         child = res = None
         try:
-            res = await ctx.reflection_llm.chat(messages, stage="propose", shrink=middle_out)
-            if res.finish_reason == "length":
+            if parts is not None and textgrad.uses_textgrad(parts, targets):
+                res, reason = await textgrad.step(self, item, parts, targets[0], messages)
+            else:
+                res = await ctx.reflection_llm.chat(messages, stage="propose", shrink=middle_out)
+            if reason:
+                pass
+            elif res.finish_reason == "length":
                 reason = "truncated (finish_reason=length)"
             elif parts is not None:
                 child, changed, reason = reflection.parse_component_reply(res.text, parts, targets)

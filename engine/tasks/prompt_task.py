@@ -4,7 +4,7 @@ The metric is the task author's code (trusted like a config file), loaded from t
 it receives LLM output as plain data. task.toml:
 
     name, kind = "prompt", description, seed_prompt, train, val
-    [[component]] name, text | file, evolvable, type, frozen   # instead of seed_prompt: a
+    [[component]] name, text | file, evolvable, type, frozen, optimizer   # instead of seed_prompt: a
                                    # multi-component seed (engine/components/__init__.py: types, frozen regions)
     [metric] file, function       # function(example: dict, output: str) -> {"score", "feedback"}
     [input] template               # optional, str.format over the example (default "{input}")
@@ -33,7 +33,7 @@ KNOWN_KEYS = {"name", "kind", "description", "seed_prompt", "train", "val", "met
               "component", "heldout"}
 HELDOUT = "heldout.jsonl"
 """The held-out split a task uses when its task.toml names none (heldout = "...")."""
-COMPONENT_KEYS = {"name", "text", "file", "evolvable", "type", "frozen"}
+COMPONENT_KEYS = {"name", "text", "file", "evolvable", "type", "frozen", "optimizer"}
 METRIC_KEYS = {"file", "function", "range"}
 INPUT_KEYS = {"template"}
 
@@ -238,8 +238,9 @@ def _load_metric(folder: Path, spec: dict) -> Callable[[dict, str], Any]:
 
 
 def _typed(where: str, part: Component, table: dict) -> Component:
-    """`part` with its `type` and `frozen` regions, checked against its seed text."""
+    """`part` with its `type`, `frozen` regions and `optimizer`, checked against its seed text."""
     try:
+        part = replace(part, optimizer=comp.check_optimizer(part.name, table.get("optimizer", comp.DEFAULT_OPTIMIZER)))
         return comp.with_rules(part, table.get("type", comp.DEFAULT_TYPE), table.get("frozen", []))
     except ValueError as exc:
         raise TaskError(f"{where} {exc}") from None

@@ -10,11 +10,13 @@ from __future__ import annotations
 
 from engine.llm.sim.plugins import SimBehaviour
 from engine.tasks.agentworld_sim import AgentWorldBehaviour
+from engine.tasks.agentworld_textgrad_sim import AgentTextGradBehaviour
 from engine.tasks.overrideworld_sim import OverrideWorldBehaviour
 from engine.tasks.ruleworld_sim import RuleWorldBehaviour
 
 
 def all_behaviours() -> tuple[SimBehaviour, ...]:
     """Every built-in task's plug-in, in the order the simulator asks them (the agent-tools
-    and overrides reflectors first: the rules reflector answers any fenced block with feedback)."""
-    return (AgentWorldBehaviour(), OverrideWorldBehaviour(), RuleWorldBehaviour())
+    and overrides reflectors first: the rules reflector answers any fenced block with feedback;
+    the agent's textgrad answers before its reflector, which would take a gradient request)."""
+    return (AgentTextGradBehaviour(), AgentWorldBehaviour(), OverrideWorldBehaviour(), RuleWorldBehaviour())
