@@ -95,6 +95,7 @@ class PromptStages(PinnedParents, ExampleKindMixin, KindHandlers):
         t = ctx.tally
         per_call = (t.prompt_tokens + t.completion_tokens) / t.llm_calls if t.llm_calls else TOKENS_PER_CALL_PRIOR
         llm = calls + self.strategy_calls  # the strategy's own stages call the LLM, never the metric
+        llm += textgrad.extra_proposal_calls(ctx.task.seed_components)  # a textgrad step is two calls
         return {"proposals": 1, "llm_calls": llm, "metric_calls": calls - 1, "tokens": llm * per_call}
 
     def select_merge(self) -> dict | None:

@@ -30,8 +30,10 @@ from engine.items import WorkItem
 from engine.llm.shrink import middle_out
 from engine.stages import reflection
 
-GRADIENT_MARKER = "evotui-textgrad: gradient"
-APPLY_MARKER = "evotui-textgrad: apply"
+MARKER = "evotui-textgrad:"
+"""The start of both marker lines (a simulated reflector declines what carries it)."""
+GRADIENT_MARKER = f"{MARKER} gradient"
+APPLY_MARKER = f"{MARKER} apply"
 GRADIENT_SYSTEM = (
     f"{GRADIENT_MARKER}\n"
     "You compute a textual gradient: a critique of one component of the instructions given to an "
@@ -109,6 +111,12 @@ def build_apply_messages(task_description: str, parts: Sequence[Component], targ
     body.append(f"Write the complete improved text of component [{target}] (without its heading) inside a single "
                 "``` block.")
     return [{"role": "system", "content": APPLY_SYSTEM}, {"role": "user", "content": "\n".join(body)}]
+
+
+def extra_proposal_calls(parts: Sequence[Component] | None) -> int:
+    """LLM calls a proposal may make beyond a reflection's one, for budget reservations: 1 when
+    any component is textgrad (its gradient), else 0."""
+    return 1 if any(c.optimizer == "textgrad" for c in parts or ()) else 0
 
 
 def uses_textgrad(parts: Sequence[Component], targets: Sequence[str]) -> bool:

@@ -17,6 +17,5 @@ from engine.tasks.ruleworld_sim import RuleWorldBehaviour
 
 def all_behaviours() -> tuple[SimBehaviour, ...]:
     """Every built-in task's plug-in, in the order the simulator asks them (the agent-tools
-    and overrides reflectors first: the rules reflector answers any fenced block with feedback;
-    the agent's textgrad answers before its reflector, which would take a gradient request)."""
-    return (AgentTextGradBehaviour(), AgentWorldBehaviour(), OverrideWorldBehaviour(), RuleWorldBehaviour())
+    and overrides reflectors first: the rules reflector answers any fenced block with feedback)."""
+    return (AgentWorldBehaviour(), AgentTextGradBehaviour(), OverrideWorldBehaviour(), RuleWorldBehaviour())
