@@ -2,7 +2,7 @@
 line naming the file (exit 2), and a run of agent_tools whose tool_lookup is `optimizer =
 "textgrad"` makes every tool_lookup proposal in two stored calls (a critique from the traces, a
 rewrite from the critique alone), improves tool_lookup, and keeps the critique in the child's
-meta, where `show` and `export` read it."""
+meta, where `export` reads it."""
 
 from __future__ import annotations
 
@@ -102,8 +102,6 @@ def test_textgrad_improves_tool_lookup_and_the_critique_is_in_the_meta(textgrad_
     best = summary["best_id"]
     assert FIX_TEXT["cents"] in parts[best]["tool_lookup"]["text"] and summary["best_score"] > summary["seed_score"]
 
-    shown = evotui("show", summary["run_id"], "--db", str(db), "--json")
-    assert shown.returncode == 0, shown.stderr
     folder = tmp_path / "export"
     exported = evotui("export", summary["run_id"], str(folder), "--db", str(db))
     assert exported.returncode == 0, exported.stderr
