@@ -34,7 +34,7 @@ from engine import components
 from engine.llm.sim.feedback import feedback_texts, has_feedback
 from engine.llm.sim.frozen import frozen_regions, keep_frozen
 from engine.llm.sim.plugins import SimRequest
-from engine.stages.textgrad import MARKER as TEXTGRAD_MARKER
+from engine.llm.sim.textgrad_answers import is_textgrad
 from engine.tasks.agentworld import ASPECT_OWNER, Rounding, aspects_in_feedback, compute, parse_order, rounding_of
 
 P_FOLLOW = 0.95
@@ -227,7 +227,7 @@ class AgentWorldBehaviour:
         if request.kind == "task":
             return parse_order(request.user) is not None
         if request.kind == "propose":
-            if TEXTGRAD_MARKER in request.system:  # a textgrad call: agentworld_textgrad_sim.py answers it
+            if is_textgrad(request):  # a textgrad call: agentworld_textgrad_sim.py answers it
                 return False
             m = _FENCE.search(request.user)
             return (m is not None and has_feedback(request.user, m.end())

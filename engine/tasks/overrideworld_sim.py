@@ -24,6 +24,7 @@ from collections import Counter
 
 from engine.llm.sim.feedback import feedback_texts
 from engine.llm.sim.plugins import SimRequest
+from engine.llm.sim.textgrad_answers import is_textgrad
 from engine.tasks.overrideworld import (FEEDBACK_TAG, PRECEDENCE, RULES, Reading, classify, holds, parse_input,
                                         read_prompt, statement)
 
@@ -148,6 +149,8 @@ class OverrideWorldBehaviour:
         if request.kind == "task":
             return parse_input(request.user) is not None
         if request.kind == "propose":
+            if is_textgrad(request):  # a critique or a step from one, not a reflection
+                return False
             m = _FENCE.search(request.user)
             return m is not None and any(FEEDBACK_TAG in f for f in feedback_texts(request.user, m.end()))
         return False

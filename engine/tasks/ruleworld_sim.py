@@ -19,6 +19,7 @@ from collections import Counter
 
 from engine.llm.sim.feedback import feedback_texts, has_feedback
 from engine.llm.sim.plugins import SimRequest
+from engine.llm.sim.textgrad_answers import is_textgrad
 from engine.tasks.ruleworld import RULE_BY_ID, RULES, classify, distinct, parse_input, prompt_status, sentences
 
 P_FOLLOW_STATED = 0.94
@@ -251,6 +252,8 @@ class RuleWorldBehaviour:
         if request.kind == "task":
             return parse_input(user) is not None
         if request.kind == "propose":
+            if is_textgrad(request):  # a critique or a step from one, not a reflection
+                return False
             m = _FENCE.search(user)
             return m is not None and has_feedback(user, m.end())
         if request.kind == "judge":

@@ -108,3 +108,34 @@ def test_the_simulated_step_fixes_only_what_the_critique_names() -> None:
     vague = [step("- The text could be clearer; some answers still went wrong.", s) for s in range(40)]
     assert not any(FIX_TEXT["cents"] in t for t in vague)
     assert all(t.startswith(PARTS[1].text) and t != PARTS[1].text for t in vague)  # a generic line, not a fix
+
+
+def test_the_simulator_reads_the_markers_textgrad_writes() -> None:
+    from engine.llm.sim import textgrad_answers
+
+    assert textgrad_answers.MARKER == textgrad.MARKER
+    assert textgrad.GRADIENT_MARKER == f"{textgrad_answers.MARKER} gradient"
+
+
+RULE_PARTS = (Component("role", "You are a helpful assistant."),
+              Component("format", "Format the given items as a list on a single line.", optimizer="textgrad"))
+RULE_TRACES = [{"input": f"Category: fruit\nItems: kiwi, apple {n}", "output": "kiwi, apple", "score": 0.5,
+                "feedback": fb} for n, fb in enumerate(["Separate the items with semicolons.",
+                                                        "Separate the items with semicolons.",
+                                                        "Sort the items alphabetically."])]
+RULE_TRACES.append({"input": "Category: tools\nItems: saw", "output": "[saw]", "score": 1.0, "feedback": "Correct."})
+
+
+def test_a_task_without_a_textgrad_plugin_gets_the_generic_critique_and_step() -> None:
+    """The rules reflector declines both calls (it would answer a gradient with a rewrite); the
+    generic gradient quotes the feedback, the generic step adds what the critique says."""
+    reply = _sim(textgrad.build_gradient_messages("lists", RULE_PARTS, "format", RULE_TRACES), 0)
+    assert reply == ("Critique:\n- 2 example(s): Separate the items with semicolons.\n"
+                     "- 1 example(s): Sort the items alphabetically.")
+    assert textgrad.parse_critique(reply).text == reply
+    step = _sim(textgrad.build_apply_messages("lists", RULE_PARTS, "format", reply), 0)
+    new = step.split("```\n", 1)[1].split("\n```", 1)[0]
+    assert new == ("Format the given items as a list on a single line.\nSeparate the items with semicolons.\n"
+                   "Sort the items alphabetically.")
+    empty = _sim(textgrad.build_apply_messages("lists", RULE_PARTS, "format", "- nothing specific"), 0)
+    assert "```\nFormat the given items as a list on a single line.\n```" in empty  # nothing named, nothing added

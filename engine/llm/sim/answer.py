@@ -13,7 +13,7 @@ import re
 from typing import Sequence
 
 from engine.llm.sim import edit_judge, pes_agents, program_model
-from engine.llm.sim import context_agents, knob_ranker, program_review, reviser, tagged_program
+from engine.llm.sim import context_agents, knob_ranker, program_review, reviser, tagged_program, textgrad_answers
 from engine.llm.sim.feedback import has_feedback
 from engine.llm.sim.plugins import Kind, SimBehaviour, SimRequest, message_text
 
@@ -84,6 +84,8 @@ def _generic(req: SimRequest, rng: random.Random) -> str:
         return program_model.propose(req.messages, message_text, rng)
     if req.kind == "judge":
         return _KEEP
+    if req.kind == "propose" and textgrad_answers.is_textgrad(req):  # after the plug-ins: a task's may answer
+        return textgrad_answers.answer(req) or _rework(req.user, rng)
     if req.kind == "propose":
         return _rework(req.user, rng)
     return rng.choice(_GENERIC_ANSWERS)
