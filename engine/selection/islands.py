@@ -36,7 +36,7 @@ from __future__ import annotations
 import bisect
 import math
 from dataclasses import dataclass, field
-from typing import Iterable, Mapping
+from typing import Any, Iterable, Mapping
 
 from engine.pool import Artifact, is_live
 from engine.selection.island_migration import MigrationEvent, diversity, planned_moves
@@ -53,6 +53,9 @@ class IslandSettings:
     migration_trigger: str = "diversity"
     """diversity: along edges whose diversity differs by over the threshold (the paper); interval:
     every island's elites to both neighbours every `migration_interval` commits."""
+    descriptors: Any = None
+    """Task-declared grid axes (engine/strategy/descriptors.py Descriptors: cell(art, length,
+    novelty) on fixed ranges); None: length and novelty/coverage, min-max scaled over the island."""
 
 
 @dataclass(frozen=True)
@@ -294,6 +297,10 @@ class IslandArchive:
 
     def _build_grid(self, island: Island) -> Grid:
         ids = list(island.members)
+        declared = self.settings.descriptors
+        if declared is not None:
+            return self._grid_of_cells({a: declared.cell(self._arts[a], self._traits[a].length, self._traits[a].novelty)
+                                        for a in ids}, declared.bins)
         bins = self.settings.bins or max(1, math.isqrt(len(ids)))
         per_instance = all(self._traits[a].coverage is not None for a in ids)
         points = [(float(self._traits[a].length), self._traits[a].behaviour if per_instance else self._traits[a].novelty)
@@ -305,10 +312,11 @@ class IslandArchive:
             span = highs[d] - lows[d]
             return 0 if span <= 0 else min(bins - 1, int((value - lows[d]) / span * bins))
 
-        cell_of: dict[str, Cell] = {}
+        return self._grid_of_cells({aid: (coord(x, 0), coord(y, 1)) for aid, (x, y) in zip(ids, points)}, bins)
+
+    def _grid_of_cells(self, cell_of: dict[str, Cell], bins: int) -> Grid:
         elites: dict[Cell, str] = {}
-        for aid, (x, y) in zip(ids, points):
-            cell = cell_of[aid] = (coord(x, 0), coord(y, 1))
+        for aid, cell in cell_of.items():
             held = elites.get(cell)
             if held is None or rank_key(self._arts[aid]) > rank_key(self._arts[held]):
                 elites[cell] = aid

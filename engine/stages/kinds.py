@@ -20,7 +20,8 @@ def search_params(task, config: RunConfig) -> SearchParams:
         return SearchParams(options=options)
     s = task.settings
     return SearchParams(tournament_size=s.tournament_size, elite_size=s.elite_size, explore_prob=s.explore_prob,
-                        num_top=s.num_top, num_diverse=s.num_diverse, options=options)
+                        num_top=s.num_top, num_diverse=s.num_diverse, options=options,
+                        descriptors=getattr(task, "descriptors", None))
 
 
 def strategy_for(ctx: RunContext) -> Strategy:

@@ -15,8 +15,14 @@ With `explore_prob` (doubled while the island has not improved its best over the
 `stagnation_k` commits) the parent is instead uniform over the island's members. The paper
 specifies no update of sampling weights from child − parent deltas, so there is none.
 
+Visit counts (LoongFlow Listing 1): each (island, cell) counts how often a parent was picked in it,
+and an elite's Boltzmann weight is divided by 1 + its cell's visits, so less-visited cells are
+preferred: weight = exp((R − R_max)/τ) / (1 + visits). The pick's tags carry the parent's cell
+and the visits it had (stored on the child as meta["selection"]). With the default axes a cell is
+a min-max bin that moves as the island grows; task-declared descriptors (descriptors.py) fix it.
+
 The island: one that has nothing of its own yet, else the next in turn (round robin). The turn
-is saved with the run state (KeepsState, engine/run/state.py), so a resumed run goes on with the
+and the visit counts are saved with the run state (KeepsState, engine/run/state.py), so a resumed run goes on with the
 island the killed one would have taken; the islands themselves are rebuilt exactly from the pool
 (engine/selection/islands.py).
 """
@@ -55,6 +61,17 @@ def boltzmann_probabilities(scores: Sequence[float], tau: float) -> list[float]:
     weights = [math.exp((r - 1.0) / tau) for r in norm]
     total = sum(weights)
     return [w / total for w in weights]
+
+
+def visit_weighted(probs: Sequence[float], visits: Sequence[int]) -> list[float]:
+    """probs divided by 1 + each one's cell visits, renormalised (LoongFlow Listing 1)."""
+    weights = [p / (1 + v) for p, v in zip(probs, visits)]
+    total = sum(weights)
+    return [w / total for w in weights] if total > 0 else list(probs)
+
+
+def cell_key(island: int, cell: tuple[int, int]) -> str:
+    return f"{island}:{cell[0]},{cell[1]}"
 
 
 def paper_tau(tau_base: float, entropy: float) -> float:
@@ -101,19 +118,45 @@ class BoltzmannIslandSelector:
     tau_base: float = 1.0
     explore_prob: float = 0.1
     stagnation_k: int = 10
+    visit_counts: bool = True
+    """Divide each elite's weight by 1 + its cell's visits (false: plain Boltzmann; visits are counted either way)."""
     name: str = "island round robin, adaptive Boltzmann over MAP-Elites elites (LoongFlow)"
     state_key: str = "loongflow.selector"
     _turn: int = field(default=0, repr=False)
+    _visits: dict[str, int] = field(default_factory=dict, repr=False)
+    """Parent picks per "island:x,y" cell."""
+    _seed_checked: bool = field(default=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.temperature_rule not in TEMPERATURE_RULES:
             raise ValueError(f"temperature_rule must be one of {', '.join(TEMPERATURE_RULES)}")
 
     def state(self) -> dict:
-        return {"turn": self._turn}
+        return {"turn": self._turn, "visits": dict(self._visits)}
 
     def restore(self, state: Mapping[str, object]) -> None:
         self._turn = int(state.get("turn", 0))  # type: ignore[call-overload]
+        visits = state.get("visits")
+        self._visits = {str(k): int(v) for k, v in visits.items()} if isinstance(visits, Mapping) else {}
+
+    def visits(self, island: int, cell: tuple[int, int]) -> int:
+        return self._visits.get(cell_key(island, cell), 0)
+
+    def _visit(self, island: int, cell: tuple[int, int]) -> int:
+        """Count a pick in the cell; the visits it had before."""
+        key = cell_key(island, cell)
+        before = self._visits.get(key, 0)
+        self._visits[key] = before + 1
+        return before
+
+    def _check_descriptors(self, archive: Archive) -> None:
+        # A declared metric the seed's evaluation lacks is a task.toml mistake: say so at the first pick.
+        if self._seed_checked or self.settings.descriptors is None:
+            return
+        seeds = [a for a in archive.live() if a.status == "seed"]
+        for seed in seeds:
+            self.settings.descriptors.check_seed(seed)
+        self._seed_checked = bool(seeds)
 
     def island(self, islands: IslandArchive) -> int:
         turn, self._turn = self._turn, self._turn + 1
@@ -127,6 +170,7 @@ class BoltzmannIslandSelector:
         return self.explore_prob
 
     def pick(self, archive: Archive, instances: Sequence[str], rng: random.Random) -> Pick:
+        self._check_descriptors(archive)
         islands = archive_of(archive, self.settings)
         i = self.island(islands)
         tau = island_tau(islands, i, self.temperature_rule, self.tau_base)
@@ -134,12 +178,18 @@ class BoltzmannIslandSelector:
         if not members:  # every member was removed: fall back on the whole pool's best
             best = archive.best() or archive.live()[0]
             return Pick(best.artifact_id, {"island": i})
+        grid = islands.grid(i)
         if rng.random() < self.explore_chance(islands, i):
-            return Pick(rng.choice(members).artifact_id, {"island": i, "tau": round(tau, 4)})
-        elites = islands.elites(i)
-        probs = boltzmann_probabilities([a.val_mean for a in elites], tau)
-        parent = rng.choices(elites, weights=probs, k=1)[0]
-        return Pick(parent.artifact_id, {"island": i, "tau": round(tau, 4)})
+            parent = rng.choice(members)
+        else:
+            elites = islands.elites(i)
+            probs = boltzmann_probabilities([a.val_mean for a in elites], tau)
+            if self.visit_counts:
+                probs = visit_weighted(probs, [self.visits(i, grid.cell_of[a.artifact_id]) for a in elites])
+            parent = rng.choices(elites, weights=probs, k=1)[0]
+        cell = grid.cell_of[parent.artifact_id]
+        before = self._visit(i, cell)
+        return Pick(parent.artifact_id, {"island": i, "tau": round(tau, 4), "cell": list(cell), "visits": before})
 
     def merge_weights(self, archive: Archive, instances: Sequence[str]) -> Mapping[str, int]:
         """Confirmed elites of every island, best first (loongflow offers no merges itself)."""

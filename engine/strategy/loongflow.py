@@ -1,7 +1,9 @@
 """loongflow: LoongFlow (Wan et al. 2025): its evolutionary memory and its PES agents. Islands
-in a ring, each a MAP-Elites grid over text length and novelty (engine/selection/islands.py),
+in a ring, each a MAP-Elites grid over text length and novelty, or the axes task.toml declares
+([[descriptor]], descriptors.py) (engine/selection/islands.py),
 elites migrating to both neighbours every few commits; a parent by adaptive Boltzmann selection
-within an island, its temperature following the island's diversity (boltzmann.py); the parent
+within an island, its temperature following the island's diversity, each elite's weight divided
+by 1 + its cell's parent visits (boltzmann.py); the parent
 shown with its island's top elites; every evaluated candidate joins (cells keep the best). With
 `pes` (the default) each proposal is planned from the parent's lineage and summarized after its
 evaluation (pes.py); `pes = false` leaves the kind's plain proposal."""
@@ -26,7 +28,7 @@ SUMMARY = ("island ring of MAP-Elites grids, migration, adaptive Boltzmann paren
 
 ISLAND_KEYS = ("islands", "migration_interval", "migration_share", "bins", "population_cap",
                "migration_threshold", "migration_trigger")
-SELECTOR_KEYS = ("temperature_rule", "tau_base", "explore_prob", "stagnation_k")
+SELECTOR_KEYS = ("temperature_rule", "tau_base", "explore_prob", "stagnation_k", "visit_counts")
 
 
 class LoongFlowOptions(StrictModel):
@@ -55,6 +57,9 @@ class LoongFlowOptions(StrictModel):
     """Chance of a uniform pick among the island's members (doubled while the island stagnates)."""
     stagnation_k: int = Field(10, ge=1)
     """An island whose best has not improved over this many commits stagnates."""
+    visit_counts: bool = True
+    """Each elite's Boltzmann weight divided by 1 + the parent picks its cell has had (LoongFlow
+    Listing 1), so less-visited cells are preferred; false: plain Boltzmann (boltzmann.py)."""
     inspirations: int = Field(3, ge=0)
     """The island's top elites shown to the proposer besides the parent."""
     pes: bool = True
@@ -87,7 +92,8 @@ def _options(params: SearchParams) -> Mapping[str, object]:
 @register("loongflow", SUMMARY, options=LoongFlowOptions, island_options=island_options)
 def loongflow(params: SearchParams) -> Strategy:
     opts = _options(params)
-    settings = IslandSettings(**{k: opts[k] for k in ISLAND_KEYS if k in opts})  # type: ignore[arg-type]
+    settings = IslandSettings(**{k: opts[k] for k in ISLAND_KEYS if k in opts},  # type: ignore[arg-type]
+                              descriptors=params.descriptors)
     selector = BoltzmannIslandSelector(settings, **{k: opts[k] for k in SELECTOR_KEYS if k in opts})  # type: ignore[arg-type]
     context = IslandElites(settings, int(opts.get("inspirations", 3)))  # type: ignore[arg-type]
     stages = pes_stages(int(opts.get("lineage_depth", 4)), int(opts.get("planner_workers", 4)),  # type: ignore[call-overload]

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
-from typing import Awaitable, Callable, Hashable, Iterable, Literal, Mapping, Protocol, Sequence, TypeVar
+from typing import Any, Awaitable, Callable, Hashable, Iterable, Literal, Mapping, Protocol, Sequence, TypeVar
 
 from engine.pool import Artifact, PoolChange
 from engine.strategy.executor import ExecutorSpec
@@ -213,6 +213,8 @@ class SearchParams:
     options: Mapping[str, Mapping[str, object]] = field(default_factory=dict)
     """Per-strategy settings by strategy name (the run's [strategy.<name>] table, validated by
     engine/config/__init__.py), as plain data so strategies need not import the config."""
+    descriptors: Any = None
+    """The task's declared MAP-Elites axes (engine/strategy/descriptors.py; None: the default axes)."""
 
 
 @dataclass(frozen=True)

@@ -34,9 +34,10 @@ from engine.config import format_validation_error
 from engine.sandbox import SandboxLimits
 from engine.tasks.openevolve_config import OPENEVOLVE_DEFAULTS, map_openevolve, read_openevolve_yaml
 from engine.tasks.prompt_task import TaskError, read_task_text, read_task_toml
+from engine.strategy.descriptors import DescriptorError, Descriptors, parse_descriptors
 
 NATIVE_KEYS = {"name", "kind", "description", "initial_program", "evaluator", "program", "defaults", "language",
-               "heldout"}
+               "heldout", "descriptor"}
 HELDOUT_EVALUATOR = "heldout_evaluator.py"
 """The held-out evaluator a native task uses when its task.toml declares none ([heldout] evaluator)."""
 PROMPT_STEM = "initial_prompt"
@@ -123,6 +124,8 @@ class ProgramTask:
     suffix: str = ".py"
     """The candidate file's suffix (the initial file's, or config.yaml's file_suffix)."""
     heldout_evaluator: Path | None = None
+    descriptors: Descriptors | None = None
+    """task.toml [[descriptor]]: LoongFlow's MAP-Elites axes (engine/strategy/descriptors.py)."""
     """[heldout] evaluator (or heldout_evaluator.py beside task.toml): a second evaluator that
     `evotui analyze` re-scores the best-so-far chain with (overfitting check); runs never use it."""
 
@@ -258,7 +261,15 @@ def load_native(folder: Path, spec: dict) -> ProgramTask:
         settings=_settings(spec.get("program", {}), f"{toml_path} [program]"), defaults=defaults,
         warnings=tuple(warnings), language=language, suffix=path.suffix,
         heldout_evaluator=_heldout_evaluator(folder, toml_path, spec.get("heldout")),
+        descriptors=_descriptors(spec.get("descriptor"), toml_path),
     )
+
+
+def _descriptors(raw: object, toml_path: Path) -> Descriptors | None:
+    try:
+        return parse_descriptors(raw, str(toml_path))
+    except DescriptorError as err:
+        raise TaskError(str(err)) from None
 
 
 def _heldout_evaluator(folder: Path, toml_path: Path, table: object) -> Path | None:

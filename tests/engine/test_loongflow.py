@@ -239,7 +239,7 @@ def test_boltzmann_pick_follows_the_probabilities() -> None:
     cfg = IslandSettings(islands=1, bins=2, migration_interval=100)
     pool, islands = seeded(cfg)
     add(pool, "hi", 1.0, "xyzxyz")
-    selector = BoltzmannIslandSelector(cfg, tau_base=0.25, explore_prob=0.0)
+    selector = BoltzmannIslandSelector(cfg, tau_base=0.25, explore_prob=0.0, visit_counts=False)
     tau = island_tau(islands, 0, "paper", 0.25)
     expected = dict(zip(["hi", "seed"], boltzmann_probabilities([1.0, 0.1], tau)))
     rng = random.Random(5)

@@ -102,13 +102,13 @@ def test_loongflow_island_turn_is_saved_and_restored() -> None:
     parts = stateful_parts((selector, object()))
     assert parts == (selector,)
     stored = RunState.from_dict(RunState(strategy=part_states(parts)).to_dict()).strategy
-    assert stored == {"loongflow.selector": {"turn": 5}}
+    assert stored == {"loongflow.selector": {"turn": 5, "visits": {}}}  # island() picks no parent: no visits
     again = BoltzmannIslandSelector(settings)
     restore_part_states(stateful_parts((again,)), stored)
     assert again.island(islands) == selector.island(islands)  # the resumed run's next pick
     fresh = BoltzmannIslandSelector(settings)
     restore_part_states(stateful_parts((fresh,)), None)  # a state saved before: it starts over
-    assert fresh.state() == {"turn": 0} and taken
+    assert fresh.state() == {"turn": 0, "visits": {}} and taken
 
 
 def test_an_items_generator_is_its_own() -> None:
