@@ -56,8 +56,7 @@ def gepa_run(out: Path, url: str) -> None:
                       valset=list(task.val), adapter=adapter, reflection_lm=lm, reflection_minibatch_size=3, seed=0,
                       run_dir=str(out), display_progress_bar=False, logger=gepa_peer._StderrLogger(),
                       stop_callbacks=[lambda state: lm.proposals >= ITERATIONS or state.i >= 10 * ITERATIONS])
-    finally:
-        adapter.close()
+    finally:  # the adapter holds no pool of its own (stock GEPA parallelism: the chat's)
         chat.close()
 
 
