@@ -30,7 +30,8 @@ def add_arguments(p: argparse.ArgumentParser, default_db: Path) -> None:
 
 def add_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--probe-proposals", type=int, metavar="N", help=f"proposals the probe makes (default "
-                   f"{PROBE_PROPOSALS}; required on a paid endpoint, where the probe spends real money)")
+                   f"{PROBE_PROPOSALS}, or two per chain in mode chain; required on a paid endpoint, where the "
+                   "probe spends real money)")
     p.add_argument("--json", action="store_true", help="print the estimate as one JSON object")
 
 
@@ -58,7 +59,7 @@ def main(args: argparse.Namespace) -> int:
         db_dir = Path(args.db).expanduser().resolve().parent
         if not db_dir.is_dir():
             raise ConfigError(f"--db {args.db}: the folder {db_dir} does not exist")
-        est = asyncio.run(probe(open_run, layers, db_dir, n or PROBE_PROPOSALS))
+        est = asyncio.run(probe(open_run, layers, db_dir, n))
     except (SetupError, ConfigError) as exc:
         print(f"evotui: error: {exc}", file=sys.stderr)
         return getattr(exc, "exit_code", 2)

@@ -51,7 +51,8 @@ def test_estimate_predicts_a_simulated_runs_spend(tmp_path: Path, task: str, fla
 
 def test_estimate_predicts_an_adapter_run(tmp_path: Path):
     proposals = 20
-    layers = api._layers("sim", None, None, None, proposals, None, "async", "full", None, 0, 3,
+    # The layers evotui.optimize builds for these arguments (no mode named: the adapter default).
+    layers = api._layers("sim", None, None, None, proposals, None, None, "full", None, 0, 3,
                          {"sim": {"time_scale": 2000}})
 
     def task() -> AdapterTask:
