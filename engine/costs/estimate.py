@@ -18,6 +18,7 @@ from typing import Awaitable, Callable
 
 from engine.config import SIM_URL, BudgetConfig, ConfigError, LengthDist, RunConfig, deep_merge
 from engine.llm.sim.serving import FALLBACK_LENGTH
+from engine.pipeline.modes import mode_named
 from engine.costs.spend import SpendMeter
 
 MIN_USEFUL_PROPOSALS = 10
@@ -167,7 +168,7 @@ async def probe(open_run: Callable[[list[tuple[str, dict]], Path], Awaitable], l
         db = scratch / "probe.db"
         run = await opened(proposals or PROBE_PROPOSALS, db)
         pipeline = run.ctx.config.pipeline
-        if proposals is None and pipeline.mode == "chain" and 2 * pipeline.chains > PROBE_PROPOSALS:
+        if proposals is None and mode_named(pipeline.mode).chains and 2 * pipeline.chains > PROBE_PROPOSALS:
             await run.close()
             db = scratch / "probe-chains.db"
             run = await opened(2 * pipeline.chains, db)
