@@ -11,6 +11,7 @@ from engine.capabilities.program_chain import ProgramChain
 from engine.items import WorkItem
 from engine.pool import Artifact, Pool
 from engine.run.state import ChainState
+from engine.steering.state import SteeringState
 
 BASE = "def f():\n    a = 1\n    b = 2\n    c = 3\n    return a + b + c\n"
 
@@ -20,7 +21,7 @@ def _ctx(chains: int = 4, chains_min: int | None = None) -> SimpleNamespace:
     pool.add(Artifact("a000000", BASE, (), 0, {"combined_score": 0.5}, status="seed"))
     pipeline = SimpleNamespace(chains=chains, chain_floor=chains_min or chains, chain_grow_after=3)
     return SimpleNamespace(pool=pool, chain=ChainState(), staleness_counts=Counter(),
-                           config=SimpleNamespace(pipeline=pipeline))
+                           config=SimpleNamespace(pipeline=pipeline), steering=SteeringState())
 
 
 def _item(n: int) -> WorkItem:

@@ -121,9 +121,11 @@ async def test_v4_database_migrates_to_v5(tmp_path: Path) -> None:
     db = tmp_path / "v4.db"
     store = await Store.open(db, create=True)
     await store.close()
-    with sqlite3.connect(db) as conn:  # back to v4: drop what v5 (judge_labels) and v6 (audit) added
+    with sqlite3.connect(db) as conn:  # back to v4: drop what v5 (judge_labels) and later versions added
         conn.execute("DROP TABLE judge_labels")
-        conn.execute("DROP TABLE IF EXISTS audit")
+        conn.execute("DROP TABLE IF EXISTS audit")  # v6
+        conn.execute("DROP TABLE IF EXISTS steering")  # v7
+        conn.execute("ALTER TABLE llm_calls DROP COLUMN cached_tokens")  # v8
         conn.execute("PRAGMA user_version = 4")
     store = await Store.open(db, create=False)
     try:

@@ -14,6 +14,7 @@ from engine.events import EventBus
 from engine.llm.client import ChatResult
 from engine.pool import Pool
 from engine.stages.program_stages import ProgramStages
+from engine.steering.state import SteeringState
 from engine.tasks.loader import load_any_task
 from engine.items import WorkItem
 from engine.store.store import Store
@@ -140,7 +141,7 @@ def _stages(llm, retries: int) -> ProgramStages:
     ctx = SimpleNamespace(task=task, pool=pool, bus=EventBus(), tally=Tally(), budget=Budget(BudgetConfig()),
                           reservations={}, reflection_llm=llm, rng=random.Random(0), store=FakeStore(),
                           staleness_counts=Counter(), run_id="r", program=ProgramCounters(),
-                          policy=make_policy("reflective", 0), config=RunConfig())
+                          policy=make_policy("reflective", 0), config=RunConfig(), steering=SteeringState())
     stages = ProgramStages(ctx, strategy_for(ctx))
     spec = stages.pipeline()
     stages.bind(Recorder(ctx, spec.checked, spec.reflect_to, on_item_end=lambda item: None, on_fatal=lambda exc: None),
