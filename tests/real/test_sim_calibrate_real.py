@@ -27,7 +27,9 @@ def test_calibrate_writes_a_profile_the_simulator_loads(tmp_path: Path):
     sim = RunConfig.model_validate(tomllib.loads(out.read_text())).sim
     assert sim.profile == "vllm" and sim.vllm_max_num_seqs == 2  # the server's slots, from /props
     assert sim.vllm_kv_cache_tokens == 2 * 1024
-    assert 0 < sim.vllm_single_seq_tok_s <= sim.vllm_peak_tok_s
+    # Both positive; peak may fall below the lone-sequence speed: a 1-thread server on a loaded
+    # machine decodes two sequences slower in aggregate than one (measured: 67.7 and 34.3 tok/s).
+    assert sim.vllm_single_seq_tok_s > 0 and sim.vllm_peak_tok_s > 0
     assert sim.vllm_prefill_tok_s > 0
     assert sim.lengths["default"].max == 24  # natural lengths of the probe prompt, capped at max_tokens
     assert "#     2 |" in out.read_text()  # the measurements stay in the file, as comments
