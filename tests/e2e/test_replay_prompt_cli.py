@@ -12,7 +12,10 @@ from tests.e2e.conftest import FAST, evotui, summary_of
 
 def test_replay_of_a_prompt_candidate(tmp_path: Path) -> None:
     db = tmp_path / "rules.db"
-    proc = evotui("run", "rules", "--no-ui", "--db", str(db), "--max-proposals", "6", "--seed", "4", *FAST)
+    # Mode sync: the same candidate and stored request on every machine (in the default mode,
+    # chain, which step lands first depends on timing, and with it the candidate replayed).
+    proc = evotui("run", "rules", "--no-ui", "--db", str(db), "--max-proposals", "6", "--seed", "4", "--mode", "sync",
+                  *FAST)
     assert proc.returncode == 0, proc.stderr[-2000:]
     run_id = summary_of(proc)["run_id"]
     with sqlite3.connect(db) as conn:
