@@ -70,19 +70,26 @@ async def tui_once(task: str, layer, db: Path, size: tuple[int, int]) -> dict:
     return summary
 
 
+def spawn_in_pty(argv: list[str], size: tuple[int, int], cwd) -> tuple[int, subprocess.Popen]:
+    """(master fd, process): `argv` on the slave side of a new pseudo-terminal of `size` (cols,
+    rows), in its own session, with the size also exported (COLUMNS/LINES, as a shell would)."""
+    cols, rows = size
+    master, slave = os.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
+    env = {**os.environ, "TERM": "xterm-256color", "COLUMNS": str(cols), "LINES": str(rows)}
+    env.pop("TEXTUAL", None)
+    proc = subprocess.Popen(argv, stdin=slave, stdout=slave, stderr=slave, cwd=cwd, env=env,
+                            start_new_session=True, close_fds=True)
+    os.close(slave)
+    return master, proc
+
+
 class PtyTerm:
     """`evotui run` on the slave side of a pseudo-terminal; the master side is drained all the time
     (a full pty buffer would block the TUI's writes and understate its cost) and counted."""
 
     def __init__(self, argv: list[str], size: tuple[int, int], cwd: str) -> None:
-        cols, rows = size
-        self.master, slave = os.openpty()
-        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
-        env = {**os.environ, "TERM": "xterm-256color", "COLUMNS": str(cols), "LINES": str(rows)}
-        env.pop("TEXTUAL", None)
-        self.proc = subprocess.Popen(argv, stdin=slave, stdout=slave, stderr=slave, cwd=cwd, env=env,
-                                     start_new_session=True, close_fds=True)
-        os.close(slave)
+        self.master, self.proc = spawn_in_pty(argv, size, cwd)
         self.total = 0
 
     def pump(self, seconds: float) -> bytes:

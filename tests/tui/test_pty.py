@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-import fcntl
 import os
 import re
 import select
-import struct
 import subprocess
 import sys
-import termios
 import time
 from pathlib import Path
+
+from evotui.bench.ui import spawn_in_pty
 
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -20,13 +19,7 @@ ANSI = re.compile(rb"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\
 
 class Term:
     def __init__(self, argv: list[str], cwd: Path, cols: int = 120, rows: int = 32) -> None:
-        self.master, slave = os.openpty()
-        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
-        env = {**os.environ, "TERM": "xterm-256color", "COLUMNS": str(cols), "LINES": str(rows)}
-        env.pop("TEXTUAL", None)
-        self.proc = subprocess.Popen(argv, stdin=slave, stdout=slave, stderr=slave, cwd=cwd, env=env,
-                                     start_new_session=True, close_fds=True)
-        os.close(slave)
+        self.master, self.proc = spawn_in_pty(argv, (cols, rows), cwd)
         self.raw = b""
 
     @property
