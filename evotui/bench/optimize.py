@@ -30,6 +30,7 @@ import httpx
 
 from engine.tasks.loader import load_any_task
 from evotui import scratch
+from evotui.bench.suite_report import paired
 from evotui.bench import quality as bench_quality
 from evotui.peers.chat import Chat
 from evotui.peers.sim_endpoint import SimEndpoint
@@ -124,17 +125,6 @@ class _Quiet:
         return None
 
 
-def _paired(rows: list[dict], a: str, b: str, key: str) -> tuple[float, float, int]:
-    """Mean and standard error of a - b over the seeds both rows ran."""
-    by = {(r["row"], r["seed"]): r for r in rows}
-    diffs = [by[(a, s)][key] - by[(b, s)][key] for s in sorted({r["seed"] for r in rows})
-             if (a, s) in by and (b, s) in by and by[(a, s)][key] is not None and by[(b, s)][key] is not None]
-    if not diffs:
-        return math.nan, math.nan, 0
-    se = statistics.stdev(diffs) / math.sqrt(len(diffs)) if len(diffs) > 1 else math.nan
-    return statistics.fmean(diffs), se, len(diffs)
-
-
 def report(rows: list[dict], out=sys.stdout) -> None:
     print("rows (simulated backend):", file=out)
     print(f"{'row':<16}{'seeds':>6}{'sim min':>10}{'speed x gepa':>14}{'best':>8}{'held-out':>10}{'metric calls':>14}",
@@ -154,9 +144,10 @@ def report(rows: list[dict], out=sys.stdout) -> None:
     print("paired by seed against gepa (mean difference +- standard error, n):", file=out)
     for name in [n for n in dict.fromkeys(r["row"] for r in rows) if n != "gepa"]:
         for key in ("best", "heldout"):
-            m, se, n = _paired(rows, name, "gepa", key)
-            if n:
-                print(f"  {name} - gepa, {key}: {m:+.4f} +- {se:.4f} (n={n})", file=out)
+            pair = paired([r for r in rows if r["row"] == name], [r for r in rows if r["row"] == "gepa"], key)
+            if pair is not None:
+                se = math.nan if pair["se"] is None else pair["se"]
+                print(f"  {name} - gepa, {key}: {pair['mean_diff']:+.4f} +- {se:.4f} (n={pair['seeds']})", file=out)
 
 
 def main(argv: list[str] | None = None) -> int:
