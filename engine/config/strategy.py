@@ -69,16 +69,3 @@ def upgrade_stored_strategy(strategy: Mapping[str, Any]) -> dict:
             out[table] = {**added, **out[table]}
     return out
 
-
-def __getattr__(name: str):
-    # The option models live in their strategy modules; these names stay importable from here for
-    # engine/strategy/islands_view.py and the tests written before the move.
-    if name == "LoongFlowConfig":
-        from engine.strategy.loongflow import LoongFlowOptions
-
-        return LoongFlowOptions
-    if name == "ContextEvolveConfig":
-        from engine.strategy.contextevolve import ContextEvolveOptions
-
-        return ContextEvolveOptions
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -83,11 +83,11 @@ def build_islands_view(strategy: Mapping[str, Any], artifacts: Iterable[Artifact
     options = island_options(strategy)
     if options is None:
         return None
-    from engine.config.strategy import LoongFlowConfig
     from engine.selection.islands import IslandArchive, IslandSettings
     from engine.strategy.boltzmann import island_tau
+    from engine.strategy.loongflow import LoongFlowOptions
 
-    opts = LoongFlowConfig(**options)
+    opts = LoongFlowOptions(**options)
     settings = IslandSettings(*(getattr(opts, k) for k in ISLAND_KEYS))
     archive = IslandArchive(settings, artifacts)
     state = archive.state()

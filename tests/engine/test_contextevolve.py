@@ -8,7 +8,7 @@ import asyncio
 import random
 from dataclasses import asdict, dataclass, field
 
-from engine.config.strategy import ContextEvolveConfig
+from engine.strategy.contextevolve import ContextEvolveOptions
 from engine.llm.sim.answer import answer
 from engine.pool import Artifact, Pool
 from engine.strategy import SearchParams, build
@@ -59,7 +59,7 @@ MIXED_POOL = [(0.5, None), (0.6, 0), (0.4, 0), (0.5, 0), (0.3, 1), (0.7, 1)]
 
 
 def test_config_and_settings_agree_and_the_strategy_is_registered() -> None:
-    assert ContextEvolveConfig().model_dump() == asdict(ContextEvolveSettings())
+    assert ContextEvolveOptions().model_dump() == asdict(ContextEvolveSettings())
     strategy = build("contextevolve", "program", SearchParams())
     assert [st.name for st in strategy.stages] == ["navigate", "sample", "summarize"]
     islands = build("contextevolve", "program", SearchParams(options={"contextevolve": {"selection": "islands"}}))

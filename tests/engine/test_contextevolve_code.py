@@ -20,7 +20,7 @@ from engine.stages.strategy_stages import NOTE_CHARS
 from engine.store.store import Store
 from engine.strategy.context_agents import (CODE_CHARS, EXEMPLAR_CODE_CHARS, NOTE_BUDGET, ContextAgents,
                                             ContextEvolveSettings, code_excerpt)
-from engine.config.strategy import ContextEvolveConfig
+from engine.strategy.contextevolve import ContextEvolveOptions
 from tests.engine.test_contextevolve import FakeEnv, _view
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -95,12 +95,12 @@ def test_exemplars_as_code_puts_excerpts_in_the_note_within_its_budget() -> None
 
 
 def test_the_option_is_validated() -> None:
-    assert ContextEvolveConfig(exemplars_as_code=True).exemplars_as_code is True
-    assert ContextEvolveConfig().exemplars_as_code is False
+    assert ContextEvolveOptions(exemplars_as_code=True).exemplars_as_code is True
+    assert ContextEvolveOptions().exemplars_as_code is False
     with pytest.raises(pydantic.ValidationError):
-        ContextEvolveConfig(exemplars_as_code="sometimes")
+        ContextEvolveOptions(exemplars_as_code="sometimes")
     with pytest.raises(pydantic.ValidationError):
-        ContextEvolveConfig(exemplar_code=True)  # a misspelt key is refused (extra="forbid")
+        ContextEvolveOptions(exemplar_code=True)  # a misspelt key is refused (extra="forbid")
 
 
 def _run(tmp: Path, name: str, as_code: bool) -> tuple[Path, dict]:

@@ -18,7 +18,7 @@ from engine.run.runner import EngineRun
 from engine.store import read_only_open
 from engine.strategy import SearchParams, build
 from engine.strategy.executor import REPAIR_STAGE, ExecutorSpec
-from engine.config.strategy import LoongFlowConfig
+from engine.strategy.loongflow import LoongFlowOptions
 from tests.engine.fakes import HANG_S, completion
 
 PROGRAM = '''"""Return a number as large as possible, at most 10."""
@@ -111,16 +111,16 @@ def test_the_variants_bound_the_repair_calls() -> None:
 
 
 def test_the_paper_defaults_reach_the_strategy_and_bad_values_name_the_key() -> None:
-    cfg = LoongFlowConfig()
+    cfg = LoongFlowOptions()
     assert (cfg.executor, cfg.executor_fix_rounds, cfg.fuse_threshold) == ("react", 2, 0.9)
     strategy = build("loongflow", "program", SearchParams(options={"loongflow": {"executor": "fuse",
                                                                                  "executor_fix_rounds": 4}}))
     assert strategy.executor == ExecutorSpec("fuse", 4, 0.9)
     assert build("openevolve", "program", SearchParams()).executor is None
     with pytest.raises(ValidationError, match="executor"):
-        LoongFlowConfig(executor="tool")
+        LoongFlowOptions(executor="tool")
     with pytest.raises(ValidationError, match="executor_fix_rounds"):
-        LoongFlowConfig(executor_fix_rounds=-1)
+        LoongFlowOptions(executor_fix_rounds=-1)
 
 
 # -- whole runs ---------------------------------------------------------------------------------

@@ -11,7 +11,7 @@ import pytest
 from engine.strategy.islands_view import build_islands_view
 from engine.selection.island_migration import MigrationEvent, diversity, planned_moves, ring_edges
 from engine.selection.islands import IslandSettings, Membership
-from engine.config.strategy import LoongFlowConfig
+from engine.strategy.loongflow import LoongFlowOptions
 from tests.engine.test_loongflow import add, seeded
 
 
@@ -74,9 +74,9 @@ def test_the_view_carries_the_events_with_the_configured_threshold() -> None:
 
 
 def test_the_paper_trigger_is_the_default_and_bad_values_are_refused() -> None:
-    cfg = LoongFlowConfig()
+    cfg = LoongFlowOptions()
     assert (cfg.migration_trigger, cfg.migration_threshold) == ("diversity", 0.1)
     with pytest.raises(ValueError, match="migration_threshold"):
-        LoongFlowConfig(migration_threshold=1.5)
+        LoongFlowOptions(migration_threshold=1.5)
     with pytest.raises(ValueError, match="migration_trigger"):
-        LoongFlowConfig(migration_trigger="sometimes")
+        LoongFlowOptions(migration_trigger="sometimes")

@@ -2,7 +2,8 @@
 setting with another default (loongflow's migration_trigger: "interval" before, "diversity" now)."""
 
 from engine.strategy.islands_view import island_options
-from engine.config.strategy import LoongFlowConfig, upgrade_stored_strategy
+from engine.config.strategy import upgrade_stored_strategy
+from engine.strategy.loongflow import LoongFlowOptions
 
 
 def test_a_stored_table_without_the_new_setting_keeps_the_old_behaviour():
@@ -13,6 +14,6 @@ def test_a_stored_table_without_the_new_setting_keeps_the_old_behaviour():
 
 
 def test_a_table_that_names_it_and_a_new_run_keep_their_own():
-    stored_new = {"name": "loongflow", "loongflow": LoongFlowConfig().model_dump()}
+    stored_new = {"name": "loongflow", "loongflow": LoongFlowOptions().model_dump()}
     assert upgrade_stored_strategy(stored_new)["loongflow"]["migration_trigger"] == "diversity"
     assert upgrade_stored_strategy({"name": "gepa"}) == {"name": "gepa"}
