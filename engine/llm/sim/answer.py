@@ -14,6 +14,7 @@ from typing import Sequence
 
 from engine.llm.sim import edit_judge, pes_agents, program_model
 from engine.llm.sim import context_agents, knob_ranker, program_review, reviser, tagged_program, textgrad_answers
+from engine.llm.sim import program_repair_answers
 from engine.llm.sim.feedback import has_feedback
 from engine.llm.sim.plugins import Kind, SimBehaviour, SimRequest, message_text
 
@@ -105,6 +106,8 @@ def answer(messages: list[dict], stage: str, rng: random.Random,
         return pes_agents.answer(req, rng)
     if reviser.recognises(req):  # the repair of a stale plan or guidance, by its marker line
         return reviser.answer(req)
+    if program_repair_answers.recognises(req):  # the repair of a stale program proposal, by its marker line
+        return program_repair_answers.answer(req)
     if req.kind in ("task", "propose") and program_review.recognises(req):  # novelty/meta review, by the format asked
         return program_review.answer(req)
     for behaviour in behaviours:
