@@ -19,8 +19,9 @@ from typing import Mapping
 
 from engine import events as ev
 from engine.capabilities.program_chain import ProgramChain
+from engine.capabilities.program_repair import ProgramRepair
 from engine.code import cycling
-from engine.code.filters import ProgramFilters, Verdict, program_hash
+from engine.code.filters import ProgramFilters, Verdict
 from engine.code.patches import apply_reply, unified_diff
 from engine.context import FatalRunError, RunContext, stop_if_fatal
 from engine.evaluator import (
@@ -82,6 +83,7 @@ class ProgramStages(KindHandlers):
         # A step is carried onto the newest head as it starts its evaluation, so steps wait in
         # the evaluate queue, not inside the sandbox's slots, where the head could move on again.
         self.chain_workers = {"evaluate": self.settings.eval_concurrency} if self.chain else {}
+        self.repair = ProgramRepair(self)  # reflective policy's reflect stage (program_repair.py)
 
     def _lineage(self, artifact_id: str) -> tuple[str, tuple[str, ...]] | None:
         pool = self.ctx.pool
@@ -371,31 +373,9 @@ class ProgramStages(KindHandlers):
         return None
 
     async def reflect(self, item: WorkItem) -> WorkItem | None:
-        """Reflective policy on program tasks, rule-based (no LLM call): the pool only grows, so a
-        stale candidate still applies to its parent. Discard it when its parent was removed or a
-        program committed since its version has the same text; otherwise send it on."""
-        ctx = self.ctx
-        gap = ctx.pool.gap(item.created_version)
-        digest = program_hash(item.payload["child"])
-        changes = [ch for ch in ctx.pool.changes_since(item.created_version) if ch.artifact_id in ctx.pool]
-        reason = ""
-        if item.parent_id in ctx.pool and ctx.pool.get(item.parent_id).status == "removed":
-            reason = f"parent {item.parent_id} was removed from the pool"
-        elif any(program_hash(ctx.pool.get(ch.artifact_id).text) == digest for ch in changes):
-            reason = "an identical program was committed since"
-        verdict = "discard" if reason else "keep"
-        ctx.staleness_counts[f"reflect_{verdict}"] += 1
-        if self.recorder is not None:
-            self.recorder.record_decision(item, "reflect", gap, verdict, reason or "still applies to its parent",
-                                          detail={"changes": len(changes)})
-            if reason:
-                self.recorder.discard(item, "reflect", gap, f"reflection: discard: {reason}", "discarded_reflect")
-                return None
-        elif reason:
-            item.end("discarded_reflect", reason)
-            return None
-        item.payload["reflected_at"] = ctx.pool.version
-        return item
+        """Reflective policy: the LLM keeps, patches onto the current best or discards a stale
+        proposal (hook; the logic is in engine/capabilities/program_repair.py)."""
+        return await self.repair.reflect(item)
 
 
 def evaluation_rows(art: Artifact, _feedback: Mapping[str, str]) -> list[EvalRow]:
