@@ -199,7 +199,8 @@ async def test_reflective_and_guarded_policies(tmp_path):
         assert orch.ctx.tally.proposal_attempts == 16
         assert sum(counts.values()) >= 16  # every item is checked at propose (and again at evaluate)
         if policy == "reflective":
-            assert "reflect" in orch.stages and counts["reflect"] == counts["reflect_keep"] + counts["reflect_discard"]
+            verdicts = sum(counts[f"reflect_{v}"] for v in ("keep", "patch", "discard", "malformed"))
+            assert "reflect" in orch.stages and counts["reflect"] == verdicts, counts
 
 
 async def test_reflect_discards_stale_duplicates():
@@ -211,5 +212,6 @@ async def test_reflect_discards_stale_duplicates():
     other = WorkItem("i000003", 1, "a000000", [], "evaluate", 0.0, payload={"child": fresh_child})
     stages.ctx.pool.add(Artifact("a000001", child, ("a000000",), 0, {"combined_score": 0.7}))
     assert await stages.reflect(stale) is None and stale.payload["outcome"] == "discarded_reflect"
+    stages.ctx.reflection_llm.replies.append("VERDICT: keep\nREASON: still useful")  # the LLM repair's answer
     kept = await stages.reflect(other)
     assert kept is other and kept.payload["reflected_at"] == stages.ctx.pool.version
