@@ -264,6 +264,16 @@ class ContextAgents:
     def item_ended(self, ended: EndedItem) -> None:
         self.failures.add(ended)
 
+    def navigator_state(self) -> dict:
+        """The newest guidance this process made, for the run state (contextevolve.AgentContext)."""
+        made = self._made
+        return {} if made is None else {"guidance_version": made.version, "guidance": made.text}
+
+    def restore_navigator(self, state: Mapping[str, object]) -> None:
+        text, version = state.get("guidance"), state.get("guidance_version")
+        if isinstance(text, str) and text and isinstance(version, int) and not isinstance(version, bool):
+            self._made = SharedGuidance(version, text)
+
     def transitions(self, buf: EvolveBuffer) -> list[Transition]:
         """The buffer's transitions and the failed candidates, by version then id."""
         return sorted([*buf.transitions(), *self.failures.transitions(buf)],

@@ -36,12 +36,26 @@ SELECTOR_KEYS = ("temperature_rule", "tau_base", "explore_prob", "stagnation_k")
 class AgentContext:
     """No inspirations: the exemplars reach the proposer as the Sampler's note (summaries, a digest
     of each change, code excerpts with exemplars_as_code), as a context builder does not see the
-    item's notes."""
+    item's notes.
 
+    It also keeps the agents' state with the run state (KeepsState, engine/run/state.py): the
+    Navigator's newest guidance, which items share until a child carrying it is committed (one
+    made by an item whose candidate then failed is in no artifact), so a resumed run shares the
+    guidance the killed one would have."""
+
+    agents: ContextAgents | None = None
     name: str = "parent + Navigator guidance + Sampler exemplars as summaries (ContextEvolve)"
+    state_key: str = "contextevolve.navigator"
 
     def inspirations(self, archive: Archive, parent: Artifact, rng) -> list[Artifact]:
         return []
+
+    def state(self) -> dict:
+        return self.agents.navigator_state() if self.agents is not None else {}
+
+    def restore(self, state: Mapping[str, Any]) -> None:
+        if self.agents is not None:
+            self.agents.restore_navigator(state)
 
 
 class ContextEvolveOptions(StrictModel):
@@ -107,5 +121,5 @@ def contextevolve(params: SearchParams) -> Strategy:
                             version_key="exemplars_version"),
               StrategyStage("summarize", "after_evaluate", agents.summarize, workers=settings.workers))
     return Strategy(name="contextevolve", summary=SUMMARY, selector=selector_for(settings.selection, params),
-                    context=AgentContext(), acceptance=Population(), merges=False, stages=stages,
+                    context=AgentContext(agents), acceptance=Population(), merges=False, stages=stages,
                     item_ended=agents.item_ended)
