@@ -14,7 +14,7 @@ from typing import Literal
 from pydantic import Field, ValidationError, field_validator, model_validator
 
 from engine.pipeline.modes import DEFAULT_MODE_LAYER, throughput_default
-from engine.config.pipeline import DEFAULT_MAX_GAP, DEFAULT_WORKERS, STAGES, PipelineConfig  # noqa: F401 (re-exported)
+from engine.config.pipeline import DEFAULT_MAX_GAP, DEFAULT_WORKERS, PipelineConfig  # noqa: F401 (re-exported)
 from engine.config.service import EvaluatorConfig, RouteConfig, StrictModel
 from engine.config.strategy import StrategyConfig
 from engine.tracking.settings import TrackingConfig

@@ -10,7 +10,6 @@ from pydantic import Field, field_validator, model_validator
 from engine.pipeline.modes import mode_named
 from engine.config.service import StrictModel
 
-STAGES = ("select", "rollout", "propose", "validate", "evaluate", "update", "reflect")
 DEFAULT_MAX_GAP = {"guarded": 2, "reflective": 0}
 """Gap thresholds when max_gap is unset: guarded tolerates a little staleness before discarding;
 reflective repairs cheaply, so it checks every stale proposal (FlashEvolve's default)."""
@@ -20,6 +19,10 @@ REMOVED = {
 }
 """Knobs measured to have no effect (the figures were in their docstrings), taken out."""
 DEFAULT_WORKERS = {"select": 1, "rollout": 8, "propose": 8, "evaluate": 8, "update": 1, "reflect": 4}
+"""Workers of the built-in stages a [pipeline] workers table does not name. Which stages a run has
+comes from its pipeline (its task kind and strategy declare them): the run's set-up checks the
+names a configuration gives (engine/run/setup.py: check_stage_names). select (admission) is one
+task whatever it says; the key stays because every stored run config carries it."""
 
 
 class PipelineConfig(StrictModel):
@@ -92,7 +95,7 @@ class PipelineConfig(StrictModel):
     """guarded: largest gap that passes (default 2); reflective: larger gaps are reflected on
     (default 0: every stale proposal is checked against the pool changes)."""
     workers: dict[str, int] = Field(default_factory=lambda: dict(DEFAULT_WORKERS))
-    """Workers per stage; stages not named keep their defaults."""
+    """Workers per stage; stages not named keep their defaults (DEFAULT_WORKERS, merged in)."""
     queue_capacity: int = Field(default=16, gt=0)
     """Bound of every stage's input queue (backpressure)."""
     max_in_flight: int = Field(default=8, gt=0)
@@ -160,19 +163,22 @@ class PipelineConfig(StrictModel):
             raise ValueError(f"speculation applies to mode async; mode {self.mode} already hands candidates on at "
                              "the minibatch gate (remove speculation or use mode async)")
         for stage in set(self.min_workers) | set(self.max_workers):
-            if stage not in STAGES:
-                raise ValueError(f"unknown stage {stage!r} in min/max_workers; stages are {', '.join(STAGES)}")
             lo, hi = self.min_workers.get(stage, 1), self.max_workers.get(stage, 64)
             if lo < 1 or lo > hi:
                 raise ValueError(f"stage {stage!r}: min_workers {lo} must be >= 1 and <= max_workers {hi}")
         return self
 
+    def named_stages(self) -> dict[str, list[str]]:
+        """The stages each per-stage table names, for the run's set-up to check against the stages
+        the run has. `workers` holds the defaults merged in, so a key at its default value is one
+        nobody set (or set to what it is anyway): only keys that change something count."""
+        return {"workers": [k for k, n in self.workers.items() if DEFAULT_WORKERS.get(k) != n],
+                "min_workers": list(self.min_workers), "max_workers": list(self.max_workers)}
+
     @field_validator("workers")
     @classmethod
-    def _known_stages(cls, v: dict[str, int]) -> dict[str, int]:
+    def _positive_workers(cls, v: dict[str, int]) -> dict[str, int]:
         for stage, n in v.items():
-            if stage not in STAGES:
-                raise ValueError(f"unknown stage {stage!r}; stages are {', '.join(STAGES)}")
             if n < 1:
                 raise ValueError(f"stage {stage!r} needs at least 1 worker")
         return {**DEFAULT_WORKERS, **v}

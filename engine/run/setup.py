@@ -27,6 +27,7 @@ from engine.llm.redact import redact_url
 from engine.llm.routing import RoutedClient
 from engine.llm.sim import sim_transport
 from engine.pipeline.modes import mode_named
+from engine.pipeline.spec import PipelineSpec
 from engine.pool import Pool
 from engine.run.state import RunState, artifact_from_row, change_from_row, restore_part_states, strategy_parts
 from engine.pricing import PriceError
@@ -59,6 +60,12 @@ async def construct_run(cls: type[EngineRun], ctx: RunContext, db_path: Path, si
     keep it waiting); a ValueError is a setup problem whose message says what to change."""
     try:
         run = cls(ctx, db_path, sim_state, resumed=resumed, backlog=backlog)
+        try:
+            ctx.setup_warnings.extend(check_stage_names(ctx.config, run.orchestrator.spec, ctx.task.kind,
+                                                        run.strategy.name, resumed))
+        except ValueError:
+            await run.orchestrator.handlers.aclose()  # a program task's evaluator service
+            raise
         # The strategy's own state (a round-robin turn) is saved with the run's and comes back here.
         ctx.state_parts = strategy_parts(run.strategy)
         restore_part_states(ctx.state_parts, ctx.state.strategy)
@@ -72,6 +79,23 @@ async def construct_run(cls: type[EngineRun], ctx: RunContext, db_path: Path, si
         if isinstance(exc, ValueError):
             raise SetupError(str(exc)) from None
         raise
+
+
+def check_stage_names(config: RunConfig, spec: PipelineSpec, kind: str, strategy: str, resumed: bool) -> list[str]:
+    """[pipeline] workers, min_workers and max_workers name stages of this run's pipeline, which its
+    task kind and strategy declare (known once the handlers exist, hence checked here and not in the
+    configuration). A new run with another name is refused (ValueError); a resumed one started
+    under the earlier fixed list of names, where such a key had no effect: it gets a warning."""
+    stages = (*spec.names, *((spec.reflect.name,) if spec.reflect is not None else ()))
+    unknown = [(table, key) for table, keys in config.pipeline.named_stages().items() for key in keys
+               if key not in stages]
+    where = f"this {kind} task with strategy {strategy} has {', '.join(stages)}"
+    if unknown and not resumed:
+        table, key = unknown[0]
+        raise ValueError(f"[pipeline] {table} names stage {key!r}, which this run does not have; {where} "
+                         f"(remove {key!r} or name one of those)")
+    return [f"[pipeline] {table} names stage {key!r}, which this run does not have ({where}); it has no effect"
+            for table, key in unknown]
 
 
 def check_combination(config: RunConfig, task) -> None:

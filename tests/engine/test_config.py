@@ -84,15 +84,7 @@ def test_bad_literal() -> None:
         build_config([("cli", {"pipeline": {"policy": "lazy"}})])
 
 
-def test_bad_worker_stage_name() -> None:
-    with pytest.raises(ConfigError) as info:
-        build_config([("run.toml", {"pipeline": {"workers": {"rollout": 2, "reflector": 4}}})])
-    msg = str(info.value)
-    assert msg.startswith("run.toml: 'pipeline.workers': ")
-    assert "unknown stage 'reflector'" in msg
-    assert "select, rollout, propose, validate, evaluate, update, reflect" in msg
-
-
+# Stage names are checked against the run's own pipeline at set-up: tests/engine/test_stage_names.py.
 def test_worker_count_must_be_positive() -> None:
     with pytest.raises(ConfigError, match="stage 'propose' needs at least 1 worker"):
         build_config([("cli", {"pipeline": {"workers": {"propose": 0}}})])
