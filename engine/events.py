@@ -240,6 +240,22 @@ class Steered(Event):
     summary: str
 
 
+@dataclass(frozen=True, kw_only=True)
+class IslandsMigrated(Event):
+    """Elites migrated between two islands (engine/ledger.py writes the migrations row too)."""
+
+    kind: ClassVar[str] = "islands_migrated"
+    from_island: int
+    to_island: int
+    artifact_ids: tuple[str, ...]
+    pool_version: int
+    trigger: str
+    """"diversity" (delta of the islands' diversity over the threshold) or "interval"."""
+    from_diversity: float
+    to_diversity: float
+    threshold: float | None
+
+
 class Subscription:
     """A bounded mailbox; when full the oldest event is dropped and counted."""
 
