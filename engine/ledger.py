@@ -57,6 +57,8 @@ class Ledger:
         self.rows = rows
         self.seed_meta: dict = {}
         """Meta the seed artifact gets besides its own (a branch records where it came from)."""
+        self._migrated: set[tuple[int, int, int]] = set()
+        """(fold count, from island, to island) of the island migrations recorded (record_migrations)."""
 
     # -- operations -------------------------------------------------------------------------
     def seed(self, art: Artifact, feedback: Mapping[str, str] | None = None) -> Artifact:
@@ -206,6 +208,35 @@ class Ledger:
         ctx = self.ctx
         ctx.store.insert_pool_event(ctx.run_id, change.version, kind or change.kind, change.artifact_id,
                                     dict(change.detail), time.time())
+        self.record_migrations()
+
+    def record_migrations(self) -> None:
+        """Island migrations the pool's island fold (engine/selection/islands.py) has made and this
+        ledger has not recorded: a migrations row each (schema v9), right after the pool_events
+        row of the commit that set them off, and an IslandsMigrated event for those of this
+        commit. A resumed run's rebuilt fold offers the earlier ones again; their rows are kept
+        once (INSERT OR IGNORE, keyed by run, fold count and islands) and no event is repeated."""
+        ctx = self.ctx
+        for index in ctx.pool.indexes():
+            log = getattr(index, "migration_log", None)
+            if log is None:
+                continue
+            settings = index.settings  # type: ignore[attr-defined]  # an IslandArchive's IslandSettings
+            threshold = settings.migration_threshold if settings.migration_trigger == "diversity" else None
+            for m in log():
+                if (m.at, m.source, m.target) in self._migrated:
+                    continue
+                self._migrated.add((m.at, m.source, m.target))
+                ctx.store.insert_migration(ctx.run_id, {
+                    "pool_version": m.version, "at_commit": m.at, "from_island": m.source, "to_island": m.target,
+                    "artifact_ids": list(m.artifact_ids), "trigger": settings.migration_trigger,
+                    "from_diversity": m.source_diversity, "to_diversity": m.target_diversity,
+                    "threshold": threshold, "interval": settings.migration_interval, "created_at": time.time()})
+                if m.version >= ctx.pool.version:
+                    ctx.bus.publish(ev.IslandsMigrated(
+                        from_island=m.source, to_island=m.target, artifact_ids=tuple(m.artifact_ids),
+                        pool_version=m.version, trigger=settings.migration_trigger, from_diversity=m.source_diversity,
+                        to_diversity=m.target_diversity, threshold=threshold))
 
     def _accept(self, item: WorkItem, stored: Artifact, before: Artifact | None) -> None:
         ctx = self.ctx

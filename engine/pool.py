@@ -150,6 +150,10 @@ class Pool:
             self._builders[key] = build
         return found  # type: ignore[return-value]  # the key's builder fixes its type
 
+    def indexes(self) -> list[PoolIndex]:
+        """The derived structures built so far (the ledger reads the island fold's migrations)."""
+        return list(self._indexes.values())
+
     def _committed(self, artifact: Artifact) -> None:
         self._artifacts[artifact.artifact_id] = artifact
         for index in self._indexes.values():

@@ -29,6 +29,8 @@ class MigrationEvent:
     target_diversity: float
     artifact_ids: tuple[str, ...]
     """The migrants that were new to the target island."""
+    version: int = 0
+    """The pool version of the commit whose placement set the migration off."""
 
     @property
     def delta(self) -> float:

@@ -230,7 +230,7 @@ class IslandArchive:
         else:
             self._join(self.islands[self._home_for(art)], aid, Membership(home=True))
         if self.count % self.settings.migration_interval == 0:
-            self._migrate()
+            self._migrate(art.created_version)
 
     def _traits_of(self, art: Artifact) -> Traits:
         grams = trigrams(art.text)
@@ -268,7 +268,7 @@ class IslandArchive:
             island.evicted += 1
             self._grids.pop(island.index, None)
 
-    def _migrate(self) -> None:
+    def _migrate(self, version: int) -> None:
         n = len(self.islands)
         if n < 2:
             return
@@ -286,7 +286,7 @@ class IslandArchive:
             moved = tuple(a.artifact_id for a in outgoing[i] if a.artifact_id not in self.islands[j].members)
             for aid in moved:
                 self._join(self.islands[j], aid, Membership(home=False, migrated_from=i))
-            self.migrations.append(MigrationEvent(self.count, i, j, round(div[i], 4), round(div[j], 4), moved))
+            self.migrations.append(MigrationEvent(self.count, i, j, round(div[i], 4), round(div[j], 4), moved, version))
 
     # -- the grid -----------------------------------------------------------------------------
     def _grid(self, island: Island) -> Grid:

@@ -6,7 +6,7 @@ another program's SQLite file is refused instead of being written into.
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 # "evot" as a big-endian 32-bit integer, the SQLite convention for application ids.
 APPLICATION_ID = int.from_bytes(b"evot", "big")
 
@@ -241,8 +241,33 @@ _V8: tuple[str, ...] = (
     "ALTER TABLE llm_calls ADD COLUMN cached_tokens INTEGER NOT NULL DEFAULT 0",
 )
 
+# v9: the island migrations of island strategies (loongflow; contextevolve with island selection),
+# written by the ledger (engine/ledger.py) as the run's island fold makes them
+# (engine/selection/islands.py): when (pool_version, the commit that set it off; at_commit, the
+# fold's count of live artifacts), between which islands, the migrants new to the target
+# (artifact_ids_json, possibly []), and the trigger: "diversity" with both islands' diversity and
+# the threshold their difference exceeded, or "interval". The key makes a write idempotent: a
+# resumed run's rebuilt fold offers its earlier migrations again and they are kept once.
+_V9: tuple[str, ...] = (
+    f"""CREATE TABLE migrations (
+        {_RUN_FK},
+        pool_version INTEGER NOT NULL,
+        at_commit INTEGER NOT NULL,
+        from_island INTEGER NOT NULL,
+        to_island INTEGER NOT NULL,
+        artifact_ids_json TEXT NOT NULL DEFAULT '[]',
+        trigger TEXT NOT NULL,
+        from_diversity REAL,
+        to_diversity REAL,
+        threshold REAL,
+        interval INTEGER NOT NULL,
+        created_at REAL NOT NULL,
+        PRIMARY KEY (run_id, at_commit, from_island, to_island)
+    )""",
+)
+
 # MIGRATIONS[i] brings a database from version i to version i + 1. Append, never edit old entries.
-MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7, _V8)
+MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7, _V8, _V9)
 assert len(MIGRATIONS) == SCHEMA_VERSION
 
 RUN_COLUMNS: tuple[str, ...] = (
@@ -264,6 +289,7 @@ ROW_ORDER: dict[str, str] = {
     "reviews": "rowid",
     "audit": "rowid",
     "steering": "act_id",
+    "migrations": "at_commit, from_island, to_island",
 }
 
 

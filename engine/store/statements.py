@@ -39,6 +39,8 @@ STALE_COLS = ("run_id", "item_id", "stage", "policy", "gap", "item_version", "po
               "decision", "reason", "created_at", "tokens", "detail_json")
 REVIEW_COLS = ("run_id", "item_id", "gate", "decision", "reason", "edited", "created_at")
 AUDIT_COLS = ("run_id", "item_id", "transition", "component", "decision", "reason", "detail_json", "created_at")
+MIGRATION_COLS = ("run_id", "pool_version", "at_commit", "from_island", "to_island", "artifact_ids_json", "trigger",
+                  "from_diversity", "to_diversity", "threshold", "interval", "created_at")
 STEERING_COLS = ("run_id", "act_id", "act", "target", "text", "count", "item_id", "by", "detail_json", "created_at")
 
 SQL = {
@@ -54,6 +56,8 @@ SQL = {
     "insert_review": _insert("reviews", REVIEW_COLS),
     "insert_audit": _insert("audit", AUDIT_COLS),
     "insert_steering": _insert("steering", STEERING_COLS),
+    # OR IGNORE: a resumed run's rebuilt island fold offers its earlier migrations again.
+    "insert_migration": _insert("migrations", MIGRATION_COLS).replace("INSERT INTO", "INSERT OR IGNORE INTO", 1),
     "delete_run": "DELETE FROM runs WHERE run_id = ?",
     "put_judge_labels": ("INSERT OR REPLACE INTO judge_labels (key, model, labels_json, invalid_answers, created_at) "
                          "VALUES (?, ?, ?, ?, ?)"),

@@ -24,8 +24,8 @@ from .errors import DamagedDatabase, StoreError, is_damage
 from .opening import BUSY_TIMEOUT_MS, connect
 from .queries import RunRecord
 from .schema import SCHEMA_VERSION
-from .statements import (ARTIFACT_COLS, AUDIT_COLS, CALL_COLS, EVAL_COLS, ITEM_COLS, LINEAGE_COLS, POOL_COLS,
-                         REVIEW_COLS, RUN_INSERT_COLS, SQL, STAGE_COLS, STALE_COLS, STEERING_COLS,
+from .statements import (ARTIFACT_COLS, AUDIT_COLS, CALL_COLS, EVAL_COLS, ITEM_COLS, LINEAGE_COLS, MIGRATION_COLS,
+                         POOL_COLS, REVIEW_COLS, RUN_INSERT_COLS, SQL, STAGE_COLS, STALE_COLS, STEERING_COLS,
                          UPDATABLE_RUN_COLS)
 from .texts import CallTexts
 from .writer import BatchWriter, ErrorCallback, Op
@@ -294,6 +294,12 @@ class Store:
     def insert_steering(self, run_id: str, row: dict[str, Any]) -> None:
         """One steering act (schema v7, engine/steering/persist.py builds the row)."""
         self._put("insert_steering", STEERING_COLS, tuple(row[c] for c in STEERING_COLS))
+
+    def insert_migration(self, run_id: str, row: dict[str, Any]) -> None:
+        """One island migration (schema v9, engine/ledger.py builds the row; artifact_ids a list).
+        A row already there (same run, at_commit, islands) is kept as it was."""
+        values = {**row, "run_id": run_id, "artifact_ids_json": dumps(list(row["artifact_ids"]), column="artifact_ids")}
+        self._put("insert_migration", MIGRATION_COLS, tuple(values[c] for c in MIGRATION_COLS))
 
     # -- reads (committed data only) ---------------------------------------------------------
 

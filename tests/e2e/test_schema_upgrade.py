@@ -50,7 +50,8 @@ def test_an_old_database_upgrades_and_its_interrupted_run_resumes(tmp_path: Path
     assert s["status"] == "completed"
     con = sqlite3.connect(db)
     try:
-        assert con.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 8
+        assert con.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 9
+        assert con.execute("SELECT count(*) FROM migrations").fetchone()[0] == 0  # v9: added, empty (rules runs gepa)
         assert con.execute("SELECT count(*) FROM audit").fetchone()[0] == 0  # v6: added, empty
         assert con.execute("SELECT count(*) FROM steering").fetchone()[0] == 0  # v7: added, empty
         # v8: the calls made after the upgrade record their cached tokens (0 on the simulator)

@@ -230,7 +230,7 @@ async def test_a_v3_database_migrates_and_records_texts(tmp_path: Path) -> None:
         old_calls = conn.execute("SELECT count(*) FROM llm_calls").fetchone()[0]
     assert old_calls > 0
     store = await Store.open(db, create=False)
-    assert await store.schema_version() == SCHEMA_VERSION == 8
+    assert await store.schema_version() == SCHEMA_VERSION == 9
     rec = await store.load_run(run_id)
     assert rec is not None and all(a["components"] is None for a in rec.artifacts)
     store.insert_llm_call(run_id, Call([SYSTEM, user("after the upgrade")], "ok"))

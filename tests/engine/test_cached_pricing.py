@@ -160,7 +160,7 @@ async def test_a_v7_database_gains_the_cached_tokens_column_in_place(tmp_path: P
     con.close()
     store = await Store.open(db, create=False)
     try:
-        assert await store.schema_version() == 8
+        assert await store.schema_version() == 9
         rows = await store.fetch_rows("llm_calls", "r1")
     finally:
         await store.close()
