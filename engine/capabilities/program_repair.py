@@ -207,6 +207,7 @@ class ProgramRepair:
             item.parent_id = best.artifact_id
             item.payload["child"] = patched
             item.payload["diff"] = unified_diff(best.text, patched, best.artifact_id, "child")
+            item.payload["rebase_checked"] = True  # _patch ran the filters: evaluate must not count it a duplicate of itself
         return kept
 
     def _patch(self, best: Artifact, tail: str, reason: str) -> tuple[str, str, str | None]:
