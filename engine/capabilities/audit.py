@@ -56,7 +56,7 @@ class Audit:
             return
         chosen = item.payload.get("component_choice") or [None, "one-string artifact"]
         evidence = [{"example_id": t.get("example_id"), "score": t.get("score"), "feedback": _cut(t.get("feedback")),
-                     "output": _cut(t.get("output"))} for t in item.payload.get("traces") or []]
+                     "output": _cut(t.get("output"))} for t in (item.rollout.traces if item.rollout else None) or []]
         hypothesis = _cut(_FENCED.sub("", reply or "").strip(), 600)
         self.record(item, "reflect", "observed", component=chosen[0], evidence=evidence, hypothesis=hypothesis,
                    parent_id=item.parent_id)
@@ -75,7 +75,7 @@ class Audit:
         if not self.strategy.audited:
             return
         val = item.payload.get("val") or {}
-        evaluation = {"child_minibatch": item.payload.get("child_mb"), "parent_minibatch": item.payload.get("parent_mb"),
+        evaluation = {"child_minibatch": item.payload.get("child_mb"), "parent_minibatch": item.rollout.parent_mb if item.rollout else None,
                       "val_mean": sum(val.values()) / len(val) if val else None}
         self.record(item, "evaluate", "passed" if passed else "failed", reason, component=self._audited_component(item),
                    evaluation=evaluation)

@@ -34,7 +34,7 @@ from engine.capabilities import chain_gate
 from engine.capabilities.chain_gate import Answers, Part
 from engine.capabilities.chain_steering import steer_head
 from engine.context import RunContext
-from engine.items import ChainLink, WorkItem
+from engine.items import ChainLink, Rollout, WorkItem
 from engine.pipeline.spec import Spawn
 from engine.selection import merge
 
@@ -64,7 +64,7 @@ class ChainHost(Protocol):
         """Count, announce and end a candidate that failed."""
 
     def handed_on(self, item: WorkItem, answers: Answers) -> None:
-        """The chain's next step `item` starts from `answers` (its traces are in the payload)."""
+        """The chain's next step `item` starts from `answers` (its traces are its rollout)."""
 
 
 class GatedChain:
@@ -125,12 +125,12 @@ class GatedChain:
                                            n_examples=len(item.minibatch) + len(nxt)))
         score_range = getattr(ctx.task, "score_range", (float("-inf"), float("inf")))
         gate = await chain_gate.decide(self.host.start_side, child, item.minibatch, nxt, gate_head,
-                                       sum(item.payload["parent_mb"]), score_range,
+                                       sum(item.rollout.parent_mb), score_range,
                                        ctx.config.pipeline.chain_early_gate)
         own, child_next, head_next = gate.child_own, gate.child_next, gate.head_next
         scores = [t["score"] for t in own + child_next.traces]
         child_sum = sum(scores)
-        parent_sum = sum(item.payload["parent_mb"]) + sum(t["score"] for t in head_next.traces)
+        parent_sum = sum(item.rollout.parent_mb) + sum(t["score"] for t in head_next.traces)
         item.payload["child_mb"] = scores
         if gate.cancelled:
             item.payload["gate_cancelled"] = gate.cancelled
@@ -191,9 +191,9 @@ class GatedChain:
         if all(t["score"] >= self.ctx.task.max_score for t in traces):
             self.ctx.tally.skipped += 1
             return
-        payload = {"traces": traces, "parent_mb": [t["score"] for t in traces], "parent_mb_of": base}
-        nxt = self.host.spawn(base, minibatch, payload, "propose",
-                              chain=ChainLink(head, seq, list(head_chain), chain_of=item.item_id))
+        nxt = self.host.spawn(base, minibatch, "propose",
+                              chain=ChainLink(head, seq, list(head_chain), chain_of=item.item_id),
+                              rollout=Rollout(traces, [t["score"] for t in traces], base))
         if nxt is not None:
             self.host.handed_on(nxt, answers)
 

@@ -12,6 +12,8 @@ import contextvars
 from dataclasses import dataclass, field
 from typing import Literal
 
+from engine.items.products import Rollout, from_stored, to_stored
+
 ItemKind = Literal["proposal", "merge"]
 
 current_item: contextvars.ContextVar[str | None] = contextvars.ContextVar("current_item", default=None)
@@ -97,6 +99,8 @@ class WorkItem:
     speculative: SpeculativeEntry | None = None
     tags: dict = field(default_factory=dict)
     """The selector's tags (engine/strategy/protocols.py: Pick), for the archive at commit."""
+    # -- the stages' typed products (engine/items/products.py) -----------------------------
+    rollout: Rollout | None = None
 
     @property
     def kind(self) -> ItemKind:
@@ -127,7 +131,12 @@ class WorkItem:
             out["speculative"] = self.speculative.to_dict()
         if self.tags:
             out["selection"] = dict(self.tags)
+        for product in self._products():
+            out.update(to_stored(product))
         return out
+
+    def _products(self) -> list:
+        return [p for p in (self.rollout,) if p is not None]
 
     @classmethod
     def from_row(cls, row: dict) -> "WorkItem":
@@ -140,6 +149,7 @@ class WorkItem:
         m = payload.pop("merge", None)
         s = payload.pop("speculative", None)
         tags = dict(payload.pop("selection", None) or {})
+        rollout = from_stored(Rollout, payload)
         return cls(
             item_id=row["item_id"],
             created_version=int(row["created_version"]),
@@ -153,4 +163,5 @@ class WorkItem:
             chain=chain,
             speculative=SpeculativeEntry(str(s["id"]), float(s["threshold"]), int(s["version"])) if s else None,
             tags=tags,
+            rollout=rollout,
         )

@@ -18,7 +18,7 @@ import time
 from engine import events as ev
 from engine.costs.budget import Reservation
 from engine.context import EXIT_NO_PROGRESS, FatalRunError, RunContext
-from engine.items import ChainLink, WorkItem
+from engine.items import ChainLink, Rollout, WorkItem
 from engine.pipeline.control import AdaptiveController
 from engine.pipeline.deadline import DeadlineClock, DeadlineStops, WallDeadline
 from engine.pipeline.lockstep import LockstepAdmission
@@ -215,8 +215,8 @@ class Orchestrator(LockstepAdmission, DeadlineStops):
         self.admitted += 1
         return item
 
-    def _spawn(self, parent_id: str, minibatch: list[str], payload: dict, stage: str,
-               chain: ChainLink | None = None) -> WorkItem | None:
+    def _spawn(self, parent_id: str, minibatch: list[str], stage: str, chain: ChainLink | None = None,
+               rollout: Rollout | None = None) -> WorkItem | None:
         """An item a handler starts mid-pipeline (mode chain: the next step of a chain), with
         its own budget reservation; None while draining or when the budget has no room."""
         ctx = self.ctx
@@ -227,7 +227,7 @@ class Orchestrator(LockstepAdmission, DeadlineStops):
             return None
         item = self._register(WorkItem(item_id=ctx.next_item_id(), created_version=ctx.pool.version,
                                        parent_id=parent_id, minibatch=minibatch, stage=stage, created_at=time.time(),
-                                       payload=payload, chain=chain), reservation)
+                                       chain=chain, rollout=rollout), reservation)
         self._reroute(item, stage)
         self._changed.set()  # the chain count may have grown at this step: admission looks again
         return item

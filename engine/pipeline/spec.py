@@ -14,7 +14,7 @@ from engine.items import WorkItem
 
 Handler = Callable[[WorkItem], Awaitable["WorkItem | None"]]
 Spawn = Callable[..., "WorkItem | None"]
-"""(parent_id, minibatch, payload, stage, chain=None) -> the new item, or None (no budget, draining)."""
+"""(parent_id, minibatch, stage, chain=None, rollout=None) -> the new item, or None (no budget, draining)."""
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from dataclasses import replace
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Mapping
 
@@ -26,7 +27,7 @@ from engine.capabilities.reflective_repair import ReflectiveRepair
 from engine.capabilities.speculation import Speculation
 from engine.context import RunContext, stop_if_fatal
 from engine.components.hot_swap import HotSwapError, PinnedParents
-from engine.items import WorkItem, current_item
+from engine.items import Rollout, WorkItem, current_item
 from engine.llm.errors import LLMError
 from engine.llm.shrink import middle_out
 from engine.pipeline.spec import PipelineSpec, StageSpec
@@ -164,9 +165,7 @@ class AdapterStages(PinnedParents, ExampleKindMixin, KindHandlers):
     async def rollout(self, item: WorkItem) -> WorkItem | None:
         parent_id = item.parent_id  # read before the await, as the prompt kind does
         result, traces = await self.run_batch(as_candidate(self.head_parts(item)), item.minibatch, True)
-        item.payload["traces"] = traces
-        item.payload["parent_mb"] = [t["score"] for t in traces]
-        item.payload["parent_mb_of"] = parent_id
+        item.rollout = Rollout(traces, [t["score"] for t in traces], parent_id)
         if all(t["score"] >= self.ctx.task.max_score for t in traces):
             self.ctx.tally.skipped += 1
             item.end("skipped", "parent perfect on minibatch")
@@ -261,11 +260,11 @@ class AdapterStages(PinnedParents, ExampleKindMixin, KindHandlers):
         if self.strategy.acceptance.gated:
             ctx.bus.publish(ev.EvaluationStart(item_id=item.item_id, split="minibatch", n_examples=len(item.minibatch)))
             parent_side = self.rollout_side(item)
-            if item.payload.get("parent_mb_of") != parent.artifact_id:
+            if item.rollout.parent_mb_of != parent.artifact_id:
                 # Rebased by reflection onto another parent: the gate needs that parent's scores.
                 _, base = await self.run_batch(as_candidate(parent.parts), item.minibatch, False)
-                item.payload["parent_mb"] = [t["score"] for t in base]
-                item.payload["parent_mb_of"] = parent.artifact_id
+                item.rollout = replace(item.rollout, parent_mb=[t["score"] for t in base],
+                                       parent_mb_of=parent.artifact_id)
                 parent_side = Evidence.of_traces(base)
             _, mb = await self.run_batch(candidate, item.minibatch, False)
             child_sum = sum(t["score"] for t in mb)

@@ -99,9 +99,9 @@ class KindHandlers:
     @staticmethod
     def rollout_side(item: WorkItem) -> Evidence:
         """The parent's side of a minibatch gate: its rollout traces (outputs and feedback too)."""
-        if "traces" in item.payload:
-            return Evidence.of_traces(item.payload["traces"])
-        return Evidence.of_scores(item.minibatch, item.payload["parent_mb"])
+        if item.rollout.traces is not None:
+            return Evidence.of_traces(item.rollout.traces)
+        return Evidence.of_scores(item.minibatch, item.rollout.parent_mb)
 
     # -- defaults of the SearchHandlers protocol ----------------------------------------------
     def admitted(self, item: WorkItem) -> None:

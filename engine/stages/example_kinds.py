@@ -100,6 +100,6 @@ class ExampleKindMixin:
         choice = self.strategy.component_choice
         if choice is None:
             return turn
-        name, why = choice(list(names), list(item.payload.get("traces") or []), turn)
+        name, why = choice(list(names), list((item.rollout.traces if item.rollout is not None else None) or []), turn)
         item.payload["component_choice"] = [name, why]
         return name

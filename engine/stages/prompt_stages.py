@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import asyncio
 import time
+from dataclasses import replace
 from typing import Mapping
 
 from engine import components
 from engine import events as ev
 from engine.context import CallFailed, FatalRunError, RunContext, stop_if_fatal
-from engine.items import WorkItem, current_item
+from engine.items import Rollout, WorkItem, current_item
 from engine.ledger import EvalRow
 from engine.llm.errors import LLMError
 from engine.llm.shrink import middle_out
@@ -188,10 +189,8 @@ class PromptStages(PinnedParents, ExampleKindMixin, KindHandlers):
     async def rollout(self, item: WorkItem) -> WorkItem | None:
         parent = self.ctx.pool.get(item.parent_id)
         traces = await self.run_examples(self.head_text(item), item.minibatch, "rollout")
-        item.payload["traces"] = traces
-        item.payload["parent_mb"] = [t["score"] for t in traces]
         # The id read before the await: the parent may be removed (speculation) meanwhile.
-        item.payload["parent_mb_of"] = parent.artifact_id
+        item.rollout = Rollout(traces, [t["score"] for t in traces], parent.artifact_id)
         if all(t["score"] >= self.ctx.task.max_score for t in traces):
             # GEPA skips reflection when the parent is already perfect on the minibatch.
             self.ctx.tally.skipped += 1
@@ -211,13 +210,13 @@ class PromptStages(PinnedParents, ExampleKindMixin, KindHandlers):
         if parts is not None:
             targets = self.pick_components(parent, parts, item)
             messages = reflection.build_component_messages(ctx.task.description, parts, targets,
-                                                           item.payload["traces"], others)
+                                                           item.rollout.traces, others)
             messages = self.with_component_rules(messages, parts, targets)
             if textgrad.uses_textgrad(parts, targets):  # the component's optimizer (engine/stages/textgrad.py)
                 messages = textgrad.build_gradient_messages(ctx.task.description, parts, targets[0],
-                                                            item.payload["traces"])
+                                                            item.rollout.traces)
         else:
-            messages = reflection.build_messages(ctx.task.description, current, item.payload["traces"], others)
+            messages = reflection.build_messages(ctx.task.description, current, item.rollout.traces, others)
         messages = await self.with_guidance(messages, item)
         reason = ""
         child = res = None
@@ -285,15 +284,15 @@ class PromptStages(PinnedParents, ExampleKindMixin, KindHandlers):
                                                                    for ex in item.minibatch])
                                for side in (m.ours, m.theirs)), key=lambda side: side.total)
         else:
-            if item.payload.get("parent_mb_of") != item.parent_id:
+            if item.rollout.parent_mb_of != item.parent_id:
                 # Rebased by reflection onto another parent: the gate needs that parent's scores.
                 new_parent = ctx.pool.get(item.parent_id)
                 base, mb = await asyncio.gather(
                     self.run_examples(new_parent.text, item.minibatch, "evaluate"),
                     self.run_examples(child, item.minibatch, "evaluate"),
                 )
-                item.payload["parent_mb"] = [t["score"] for t in base]
-                item.payload["parent_mb_of"] = new_parent.artifact_id
+                item.rollout = replace(item.rollout, parent_mb=[t["score"] for t in base],
+                                       parent_mb_of=new_parent.artifact_id)
                 parent_side = Evidence.of_traces(base)
             else:
                 mb = await self.run_examples(child, item.minibatch, "evaluate")

@@ -301,14 +301,15 @@ class LiveBackend(Backend):
             raise BackendError(str(exc)) from None
 
     def evidence(self, item_id: str) -> ReviewEvidence | None:
-        # PendingReview carries texts only; the parked item's payload holds the scores and notes.
+        # PendingReview carries texts only; the parked item's products hold the scores and notes
+        # (read in the stored layout, as for a stored item).
         entry = self.run.review._pending.get(item_id)
         if entry is None:
             return None
         item = entry[1]
         pool = self.run.ctx.pool
         parent = pool.get(item.parent_id) if item.parent_id in pool else None
-        return evidence_from(item.payload, parent.val_mean if parent is not None and parent.val_scores else None,
+        return evidence_from(item.to_payload(), parent.val_mean if parent is not None and parent.val_scores else None,
                              self._staleness.get(item_id, []), self._rationale.get(item_id, ""), dict(item.tags))
 
     async def control(self, cmd: str, **args: Any) -> Any:
