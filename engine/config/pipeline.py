@@ -125,6 +125,11 @@ class PipelineConfig(StrictModel):
     validation then confirms or removes it."""
     spec_alpha: float = Field(default=0.3, gt=0, le=1)
     """Fraction of the validation set in the speculative prefix (0 < alpha <= 1)."""
+    speculative_rollout: float | None = Field(default=None, gt=0, le=1)
+    """Speculative rollout completion (FlashEvolve §3.3; prompt tasks in modes async, sync, pxn):
+    the rollout stage hands an item to the proposer once this fraction of its minibatch answers
+    are in (one below the max score among them); the rest finish in the background and are joined
+    before the minibatch gate (engine/capabilities/speculative_rollout.py). None: off."""
     reorder_k: int = Field(default=3, ge=1)
     """Examples that passed this many validations in a row leave the speculative prefix."""
     review_before_evaluate: bool = False
@@ -159,6 +164,10 @@ class PipelineConfig(StrictModel):
         if not mode.staleness_policies and self.policy != "full":
             raise ValueError(f"policy {self.policy!r} applies to mode async; mode {self.mode} rebases stale "
                              "heads itself (remove the policy or use mode async)")
+        if mode.chains and self.speculative_rollout is not None:
+            raise ValueError(f"speculative_rollout applies to modes async, sync and pxn; mode {self.mode} hands each "
+                             "step the gate's answers on the next minibatch, with no rollout to cut short (remove "
+                             "speculative_rollout or choose another mode)")
         if not mode.speculation and self.speculation:
             raise ValueError(f"speculation applies to mode async; mode {self.mode} already hands candidates on at "
                              "the minibatch gate (remove speculation or use mode async)")
