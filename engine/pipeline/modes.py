@@ -63,7 +63,8 @@ MODES: dict[str, Mode] = {
 }
 
 
-ASYNC_ONLY = {"policy": "full", "speculation": False, "merge": False, "adaptive": False}
+ASYNC_ONLY = {"policy": "full", "speculation": False, "merge": False, "adaptive": False,
+              "speculative_rollout": None}
 """[pipeline] options only mode async serves, with their off values."""
 
 
