@@ -108,6 +108,9 @@ def check_combination(config: RunConfig, task) -> None:
         raise SetupError(f"task {task.name}: speculation inserts a candidate after a prefix of its validation "
                          "examples; a program's evaluation is one sandboxed call with no prefix to score (remove "
                          "[pipeline] speculation)")
+    if config.pipeline.speculative_rollout is not None and task.kind != "prompt":
+        raise SetupError(f"task {task.name}: speculative_rollout releases a prompt's minibatch rollout early; a "
+                         f"{task.kind} task has no per-example rollout (remove [pipeline] speculative_rollout)")
     try:
         strategy = build_strategy(config.strategy.name, task.kind, search_params(task, config))
     except UnknownStrategy as exc:
