@@ -13,9 +13,10 @@ MODES = {
     "async-reflective": {"pipeline": dict(_REFLECTIVE)},
     "async-spec": {"pipeline": {**_REFLECTIVE, "speculation": True}},
     # Speculative rollout completion (engine/capabilities/speculative_rollout.py): the proposer
-    # starts after 3 of 4 minibatch answers; set against "sync" and "async" in the same run.
-    "sync-specroll": {"pipeline": {"mode": "sync", "speculative_rollout": 0.75}},
-    "async-specroll": {"pipeline": {"mode": "async", "policy": "full", "speculative_rollout": 0.75}},
+    # starts after 2 of the 3 minibatch answers (the default minibatch); set against "sync" and
+    # "async" in the same run.
+    "sync-specroll": {"pipeline": {"mode": "sync", "speculative_rollout": 0.6}},
+    "async-specroll": {"pipeline": {"mode": "async", "policy": "full", "speculative_rollout": 0.6}},
     # The quality end of the throughput/quality frontier: fewer items in flight, fresher parents.
     "async-4": {"pipeline": {**_REFLECTIVE, "speculation": True, "max_in_flight": 4}},
     "async-best": {"pipeline": {**_REFLECTIVE, "speculation": True, "adaptive": True, "max_in_flight": 16,
