@@ -74,8 +74,9 @@ class Audit:
     def evaluation(self, item: WorkItem, passed: bool, reason: str = "") -> None:
         if not self.strategy.audited:
             return
-        val = item.payload.get("val") or {}
-        evaluation = {"child_minibatch": item.payload.get("child_mb"), "parent_minibatch": item.rollout.parent_mb if item.rollout else None,
+        val = item.validation.val if item.validation is not None else {}
+        evaluation = {"child_minibatch": item.gate.child_mb if item.gate is not None else None,
+                      "parent_minibatch": item.rollout.parent_mb if item.rollout is not None else None,
                       "val_mean": sum(val.values()) / len(val) if val else None}
         self.record(item, "evaluate", "passed" if passed else "failed", reason, component=self._audited_component(item),
                    evaluation=evaluation)
@@ -95,7 +96,7 @@ class Audit:
             return
         outcome = str(item.payload.get("outcome", ""))
         reason = str(item.payload.get("reason", ""))
-        if outcome == "rejected" and "child_mb" in item.payload:
+        if outcome == "rejected" and item.gate is not None and item.gate.child_mb is not None:
             self.evaluation(item, False, reason)
         self.record(item, "commit", outcome or "ended", reason, component=self._audited_component(item))
 

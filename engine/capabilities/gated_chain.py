@@ -27,6 +27,7 @@ the pool, so the confirmed pool never holds an unvalidated artifact.
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 from typing import Protocol
 
 from engine import events as ev
@@ -34,7 +35,7 @@ from engine.capabilities import chain_gate
 from engine.capabilities.chain_gate import Answers, Part
 from engine.capabilities.chain_steering import steer_head
 from engine.context import RunContext
-from engine.items import ChainLink, Rollout, WorkItem
+from engine.items import ChainLink, GateScores, Rollout, WorkItem
 from engine.pipeline.spec import Spawn
 from engine.selection import merge
 
@@ -108,9 +109,9 @@ class GatedChain:
         if link.gated:  # resumed after its gate (its successor exists): validation is left
             return await self._validate_head(item, item.payload["child"])
         head, child = self.head_text(item), item.payload["child"]
-        # The minibatch drawn at the step's start (kept in the payload, so a resume reuses it).
-        nxt = item.payload.get("next_mb") or ctx.sampler.next()
-        item.payload["next_mb"] = nxt
+        # The minibatch drawn at the step's start (kept on the item, so a resume reuses it).
+        nxt = (item.gate.next_mb if item.gate is not None else None) or ctx.sampler.next()
+        item.gate = replace(item.gate or GateScores(), next_mb=nxt)
         # The gate's head side: the shared head as it is now, if another chain moved it since this
         # step began (the candidate is merged into that one if it passes, and a failing chain goes
         # on from it with its traces).
@@ -131,9 +132,8 @@ class GatedChain:
         scores = [t["score"] for t in own + child_next.traces]
         child_sum = sum(scores)
         parent_sum = sum(item.rollout.parent_mb) + sum(t["score"] for t in head_next.traces)
-        item.payload["child_mb"] = scores
+        item.gate = replace(item.gate, child_mb=scores, gate_cancelled=gate.cancelled or None)
         if gate.cancelled:
-            item.payload["gate_cancelled"] = gate.cancelled
             ctx.staleness_counts["chain_early_gate"] += 1
         ctx.bus.publish(ev.EvaluationEnd(item_id=item.item_id, split="minibatch", score=child_sum / max(1, len(scores))))
         reason = ""

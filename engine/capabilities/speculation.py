@@ -59,10 +59,10 @@ class Speculation:
         it; True if confirmed."""
         spec = item.speculative
         assert spec is not None
-        full = item.payload["val"]
+        full = item.validation.val
         mean = sum(full.values()) / len(full)
         if mean > spec.threshold:
-            self.host.ledger.confirm(item, spec.artifact_id, full, mean, spec.threshold, item.payload.get("val_feedback", {}))
+            self.host.ledger.confirm(item, spec.artifact_id, full, mean, spec.threshold, item.validation.val_feedback)
             return True
         stored = self.host.ledger.remove(item, spec.artifact_id, {"val_mean": mean, "threshold": spec.threshold})
         self._after_removal(spec, stored)

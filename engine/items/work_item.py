@@ -12,7 +12,7 @@ import contextvars
 from dataclasses import dataclass, field
 from typing import Literal
 
-from engine.items.products import Rollout, from_stored, to_stored
+from engine.items.products import GateScores, Rollout, Validation, from_stored, to_stored
 
 ItemKind = Literal["proposal", "merge"]
 
@@ -101,6 +101,8 @@ class WorkItem:
     """The selector's tags (engine/strategy/protocols.py: Pick), for the archive at commit."""
     # -- the stages' typed products (engine/items/products.py) -----------------------------
     rollout: Rollout | None = None
+    gate: GateScores | None = None
+    validation: Validation | None = None
 
     @property
     def kind(self) -> ItemKind:
@@ -136,7 +138,7 @@ class WorkItem:
         return out
 
     def _products(self) -> list:
-        return [p for p in (self.rollout,) if p is not None]
+        return [p for p in (self.rollout, self.gate, self.validation) if p is not None]
 
     @classmethod
     def from_row(cls, row: dict) -> "WorkItem":
@@ -149,7 +151,8 @@ class WorkItem:
         m = payload.pop("merge", None)
         s = payload.pop("speculative", None)
         tags = dict(payload.pop("selection", None) or {})
-        rollout = from_stored(Rollout, payload)
+        products = {"rollout": from_stored(Rollout, payload), "gate": from_stored(GateScores, payload),
+                    "validation": from_stored(Validation, payload)}
         return cls(
             item_id=row["item_id"],
             created_version=int(row["created_version"]),
@@ -163,5 +166,5 @@ class WorkItem:
             chain=chain,
             speculative=SpeculativeEntry(str(s["id"]), float(s["threshold"]), int(s["version"])) if s else None,
             tags=tags,
-            rollout=rollout,
+            **products,
         )

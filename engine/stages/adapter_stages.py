@@ -27,7 +27,7 @@ from engine.capabilities.reflective_repair import ReflectiveRepair
 from engine.capabilities.speculation import Speculation
 from engine.context import RunContext, stop_if_fatal
 from engine.components.hot_swap import HotSwapError, PinnedParents
-from engine.items import Rollout, WorkItem, current_item
+from engine.items import GateScores, Rollout, Validation, WorkItem, current_item
 from engine.llm.errors import LLMError
 from engine.llm.shrink import middle_out
 from engine.pipeline.spec import PipelineSpec, StageSpec
@@ -268,7 +268,7 @@ class AdapterStages(PinnedParents, ExampleKindMixin, KindHandlers):
                 parent_side = Evidence.of_traces(base)
             _, mb = await self.run_batch(candidate, item.minibatch, False)
             child_sum = sum(t["score"] for t in mb)
-            item.payload["child_mb"] = [t["score"] for t in mb]
+            item.gate = GateScores(child_mb=[t["score"] for t in mb])
             ctx.bus.publish(ev.EvaluationEnd(item_id=item.item_id, split="minibatch",
                                              score=child_sum / max(1, len(mb))))
             refused = self.gate(Evidence.of_traces(mb), parent_side, item)
@@ -309,10 +309,10 @@ class AdapterStages(PinnedParents, ExampleKindMixin, KindHandlers):
             rest = (await self.run_batch(candidate, order[cut:], False))[1] if cut < len(order) else []
             val = prefix + rest
             ctx.val_order.record({t["example_id"]: t["score"] for t in val})
-        item.payload["val"] = {t["example_id"]: t["score"] for t in val}
-        item.payload["val_feedback"] = {t["example_id"]: f"output: {t['output']}" for t in val}
+        item.validation = Validation({t["example_id"]: t["score"] for t in val},
+                                     {t["example_id"]: f"output: {t['output']}" for t in val})
         ctx.bus.publish(ev.EvaluationEnd(item_id=item.item_id, split="val",
-                                         score=sum(item.payload["val"].values()) / len(val)))
+                                         score=sum(item.validation.val.values()) / len(val)))
         self.audit.evaluation(item, True)
 
     def handed_on(self, item: WorkItem, answers: Answers) -> None:
@@ -342,9 +342,9 @@ class AdapterStages(PinnedParents, ExampleKindMixin, KindHandlers):
                 "next_component": item.payload.get("next_component", 0),
                 **({"rebased": item.payload["rebased"]} if "rebased" in item.payload else {})}
         art = Artifact(artifact_id=artifact_id, text=item.payload["child"], parent_ids=merge.parent_ids(item),
-                       created_version=0, val_scores=item.payload["val"], created_at=time.time(), meta=meta,
+                       created_version=0, val_scores=item.validation.val, created_at=time.time(), meta=meta,
                        components=parts)
-        self.ledger.commit(item, art, item.payload.get("val_feedback", {}))
+        self.ledger.commit(item, art, item.validation.val_feedback)
         self.audit.commit(item, artifact_id)
         if self.chain is not None:
             self.chain.committed(item, artifact_id)

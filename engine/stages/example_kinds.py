@@ -25,7 +25,7 @@ class ExampleKindMixin:
         return self.ctx.task.val_ids
 
     def child_score(self, item: WorkItem) -> float | None:
-        val = item.payload.get("val")
+        val = item.validation.val if item.validation is not None else None
         return sum(val.values()) / len(val) if val else None
 
     def proposal_outcome(self, item: WorkItem) -> WorkItem | None:

@@ -18,7 +18,7 @@ from typing import Mapping
 from engine import components
 from engine import events as ev
 from engine.context import CallFailed, FatalRunError, RunContext, stop_if_fatal
-from engine.items import Rollout, WorkItem, current_item
+from engine.items import GateScores, Rollout, Validation, WorkItem, current_item
 from engine.ledger import EvalRow
 from engine.llm.errors import LLMError
 from engine.llm.shrink import middle_out
@@ -33,6 +33,7 @@ from engine.capabilities.chain_gate import Answers, Part
 from engine.capabilities.gated_chain import GatedChain
 from engine.capabilities.reflective_repair import ReflectiveRepair
 from engine.capabilities.speculation import Speculation
+from engine.capabilities.speculative_rollout import SpeculativeRollout
 from engine.stages.answers import gather_cancelling
 from engine.stages.base import KindHandlers
 from engine.stages.example_kinds import ExampleKindMixin
@@ -60,6 +61,8 @@ class PromptStages(PinnedParents, ExampleKindMixin, KindHandlers):
         self.speculation = Speculation(self)
         self.repair = ReflectiveRepair(self)
         self.audit = Audit(ctx, strategy)
+        fraction = ctx.config.pipeline.speculative_rollout  # hook: engine/capabilities/speculative_rollout.py
+        self.spec_rollout = SpeculativeRollout(self, fraction) if fraction and self.chain is None else None
 
     def pipeline(self) -> PipelineSpec:
         return PipelineSpec(
@@ -78,6 +81,8 @@ class PromptStages(PinnedParents, ExampleKindMixin, KindHandlers):
     def abandoned(self, item: WorkItem) -> None:
         if item.speculative is not None:
             self.speculation.abandon(item)
+        if self.spec_rollout is not None:  # hook: late rollout answers of an item that ends unevaluated
+            self.spec_rollout.ended(item)
 
     def ended(self, item: WorkItem) -> None:
         super().ended(item)
@@ -188,7 +193,9 @@ class PromptStages(PinnedParents, ExampleKindMixin, KindHandlers):
     # -- stages ---------------------------------------------------------------------------
     async def rollout(self, item: WorkItem) -> WorkItem | None:
         parent = self.ctx.pool.get(item.parent_id)
-        traces = await self.run_examples(self.head_text(item), item.minibatch, "rollout")
+        text = self.head_text(item)
+        traces = await (self.spec_rollout.run(item, text) if self.spec_rollout is not None  # hook: released early
+                        else self.run_examples(text, item.minibatch, "rollout"))
         # The id read before the await: the parent may be removed (speculation) meanwhile.
         item.rollout = Rollout(traces, [t["score"] for t in traces], parent.artifact_id)
         if all(t["score"] >= self.ctx.task.max_score for t in traces):
@@ -268,6 +275,8 @@ class PromptStages(PinnedParents, ExampleKindMixin, KindHandlers):
 
     async def evaluate(self, item: WorkItem) -> WorkItem | None:
         ctx = self.ctx
+        if self.spec_rollout is not None:  # hook: the whole minibatch's rollout before the gate
+            await self.spec_rollout.join(item)
         if self.chain is not None and not item.is_merge:
             return await self.chain.evaluate(item)
         child = item.payload["child"]
@@ -298,7 +307,7 @@ class PromptStages(PinnedParents, ExampleKindMixin, KindHandlers):
                 mb = await self.run_examples(child, item.minibatch, "evaluate")
                 parent_side = self.rollout_side(item)
         child_sum = sum(t["score"] for t in mb)
-        item.payload["child_mb"] = [t["score"] for t in mb]
+        item.gate = GateScores(child_mb=[t["score"] for t in mb])
         ctx.bus.publish(ev.EvaluationEnd(item_id=item.item_id, split="minibatch", score=child_sum / max(1, len(mb))))
         refused = self.gate(Evidence.of_traces(mb), parent_side, item)
         if refused is not None:
@@ -330,9 +339,9 @@ class PromptStages(PinnedParents, ExampleKindMixin, KindHandlers):
 
     def record_validation(self, item: WorkItem, val: list[dict]) -> None:
         """Full-validation scores and feedback on the item, for update() to commit."""
-        item.payload["val"] = {t["example_id"]: t["score"] for t in val}
-        item.payload["val_feedback"] = {t["example_id"]: t["feedback"] for t in val}
-        mean = sum(item.payload["val"].values()) / len(val)
+        item.validation = Validation({t["example_id"]: t["score"] for t in val},
+                                     {t["example_id"]: t["feedback"] for t in val})
+        mean = sum(item.validation.val.values()) / len(val)
         self.ctx.bus.publish(ev.EvaluationEnd(item_id=item.item_id, split="val", score=mean))
 
     async def validation_traces(self, parts: components.Components) -> list[dict]:
@@ -376,13 +385,13 @@ class PromptStages(PinnedParents, ExampleKindMixin, KindHandlers):
             text=item.payload["child"],
             parent_ids=merge.parent_ids(item),
             created_version=0,
-            val_scores=item.payload["val"],
+            val_scores=item.validation.val,
             created_at=time.time(),
             meta={**self.artifact_meta(item),
                   **({"rebased": item.payload["rebased"]} if "rebased" in item.payload else {}), **part_meta},
             components=parts,
         )
-        self.ledger.commit(item, art, item.payload.get("val_feedback", {}))
+        self.ledger.commit(item, art, item.validation.val_feedback)
         self.audit.commit(item, artifact_id)
         if self.chain is not None:
             self.chain.committed(item, artifact_id)

@@ -9,7 +9,7 @@ from dataclasses import FrozenInstanceError
 
 import pytest
 
-from engine.items import Rollout, WorkItem
+from engine.items import GateScores, Rollout, Validation, WorkItem
 
 # A prompt item as the previous release stored it, mid-way (validated, awaiting update), with a
 # key no release knows (written by a newer one): it must come back too.
@@ -60,6 +60,15 @@ def test_an_old_row_reads_into_the_rollout() -> None:
     assert item.rollout == Rollout(OLD_PROMPT_PAYLOAD["traces"], [0.0, 1.0], "a000002")
     assert item.minibatch == ["e3", "e7"] and item.tokens == 812
     assert WorkItem.from_row(_row(OLD_CHAIN_PROGRAM_PAYLOAD)).rollout is None
+
+
+def test_an_old_row_reads_into_the_gate_and_validation() -> None:
+    prompt = WorkItem.from_row(_row(OLD_PROMPT_PAYLOAD))
+    assert prompt.gate == GateScores(child_mb=[1.0, 1.0])
+    assert prompt.validation == Validation({"v1": 1.0, "v2": 0.5}, {"v1": "ok", "v2": "half"})
+    assert prompt.validation.mean == 0.75
+    chain = WorkItem.from_row(_row(OLD_CHAIN_PROGRAM_PAYLOAD))
+    assert chain.gate == GateScores(next_mb=["e1", "e2"], gate_cancelled=1) and chain.validation is None
 
 
 def test_products_are_frozen_and_a_missing_field_is_a_missing_key() -> None:
