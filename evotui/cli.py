@@ -154,6 +154,12 @@ def _sim_server_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--profile", choices=["vllm", "api"], default="vllm")
     p.add_argument("--time-scale", type=float, default=None)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--clock", choices=["wall", "virtual"], default="wall",
+                   help="simulated time: wall = wall seconds x time scale (default); virtual = the watched "
+                        "clients' CPU time while they work, a jump to the next backend event while they wait "
+                        "(Linux; benches: load on the machine does not change the figures)")
+    p.add_argument("--watch-pid", type=int, default=None, metavar="PID",
+                   help="with --clock virtual: the client process whose tree is watched (default: --parent-pid)")
     lifeline.add_argument(p)
 
 

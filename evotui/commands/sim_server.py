@@ -25,12 +25,27 @@ def main(args: argparse.Namespace) -> int:
     if args.host not in ("127.0.0.1", "localhost", "::1"):
         print(f"evotui: note: serving the simulator on {args.host}, not loopback", file=sys.stderr)
     print(
-        f"evotui sim-server: SIMULATED OpenAI-compatible backend (profile {cfg.profile}, time scale x{cfg.time_scale:g}, "
+        f"evotui sim-server: SIMULATED OpenAI-compatible backend (profile {cfg.profile}, {args.clock} clock, "
+        f"time scale x{cfg.time_scale:g}, "
         f"seed {cfg.seed}) at http://{args.host}:{args.port}/v1 -- answers and latencies are simulated",
         file=sys.stderr,
         flush=True,
     )
-    app = create_sim_app(cfg, behaviours=all_behaviours())
+    clock = None
+    if args.clock == "virtual":
+        from engine.llm.sim.client_watch import ClientWatch, ClientWatchError
+        from engine.llm.sim.virtual_clock import VirtualClock
+
+        watched = args.watch_pid if args.watch_pid is not None else args.parent_pid
+        if watched is None:
+            print("evotui: error: --clock virtual needs the client's process: give --watch-pid PID", file=sys.stderr)
+            return 2
+        try:
+            clock = VirtualClock(cfg.time_scale, ClientWatch(watched, port=args.port))
+        except ClientWatchError as exc:
+            print(f"evotui: error: {exc}", file=sys.stderr)
+            return 2
+    app = create_sim_app(cfg, clock, behaviours=all_behaviours())
     if args.parent_pid is not None:
         exit_with_parent(args.parent_pid, "evotui sim-server")
     try:

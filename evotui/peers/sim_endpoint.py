@@ -26,10 +26,13 @@ def _free_port() -> int:
 
 
 class SimEndpoint:
-    """`with SimEndpoint(profile, seed, time_scale) as sim:` sim.url is http://127.0.0.1:PORT/v1."""
+    """`with SimEndpoint(profile, seed, time_scale) as sim:` sim.url is http://127.0.0.1:PORT/v1.
+    clock "virtual" (the default): the server's simulated time counts this process tree's CPU
+    time while it works and jumps while it waits on the backend (engine/llm/sim/virtual_clock.py),
+    so a loaded machine does not change the figures; "wall": wall time x time scale."""
 
-    def __init__(self, profile: str, seed: int, time_scale: float | None) -> None:
-        self.profile, self.seed, self.time_scale = profile, seed, time_scale
+    def __init__(self, profile: str, seed: int, time_scale: float | None, clock: str = "virtual") -> None:
+        self.profile, self.seed, self.time_scale, self.clock = profile, seed, time_scale, clock
         self.proc: subprocess.Popen | None = None
         self.port = 0
 
@@ -42,7 +45,7 @@ class SimEndpoint:
             self.port = _free_port()
             cmd = [sys.executable, "-c", "from evotui.cli import main; raise SystemExit(main())", "sim-server",
                    "--host", "127.0.0.1", "--port", str(self.port), "--profile", self.profile, "--seed", str(self.seed),
-                   *lifeline.child_args()]
+                   "--clock", self.clock, *lifeline.child_args()]
             if self.time_scale is not None:
                 cmd += ["--time-scale", str(self.time_scale)]
             self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
@@ -65,6 +68,10 @@ class SimEndpoint:
 
     def metrics(self) -> dict:
         return httpx.get(f"{self.url}/sim/metrics", timeout=10.0).json()
+
+    def sim_now(self) -> float:
+        """The server's simulated clock, in seconds."""
+        return float(self.metrics()["sim_now"])
 
     def _stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:

@@ -14,6 +14,7 @@ import hashlib
 import json
 import math
 import random
+import sys
 import time
 import uuid
 from typing import Any, Awaitable, Callable, Sequence
@@ -61,6 +62,14 @@ class SimBackendState:
         self.prompt_tokens = 0
         self.completion_tokens = 0
         self._counter = 0
+        # What the server has in hand, for a virtual clock (virtual_clock.py): handlers running,
+        # and the job futures handlers wait on (one that is done has a reply to send).
+        self.handling = 0
+        self.awaiting: set[asyncio.Future] = set()
+
+    def activity(self) -> bool:
+        """True while the server itself has work: a request being read or queued, a reply due."""
+        return self.handling > 0 or any(f.done() for f in self.awaiting)
 
     @property
     def capacity(self) -> int:
@@ -136,6 +145,7 @@ class SimBackendState:
             "prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens,
             "tokens_generated": self.tokens_generated,
             **self.server.kv_figures(),
+            **(self.clock.figures() if hasattr(self.clock, "figures") else {"clock": "wall"}),
         }
 
 
@@ -199,6 +209,7 @@ class SimApp:
         self.cfg = cfg
         self.behaviours = tuple(behaviours)
         self.state = SimBackendState(cfg, clock or RealClock(cfg.time_scale))
+        self._driver: asyncio.Task | None = None
 
     async def __call__(self, scope: dict, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
@@ -227,12 +238,24 @@ class SimApp:
         while True:
             msg = await receive()
             if msg["type"] == "lifespan.startup":
+                drive = getattr(self.state.clock, "drive", None)  # a virtual clock moves by looking
+                if drive is not None:
+                    self._driver = asyncio.create_task(drive(self.state.activity, _warn), name="sim-virtual-clock")
                 await send({"type": "lifespan.startup.complete"})
             elif msg["type"] == "lifespan.shutdown":
+                if self._driver is not None:
+                    self._driver.cancel()
                 await send({"type": "lifespan.shutdown.complete"})
                 return
 
     async def _chat(self, scope: dict, receive: Receive, send: Send) -> None:
+        self.state.handling += 1
+        try:
+            await self._chat_handled(scope, receive, send)
+        finally:
+            self.state.handling -= 1
+
+    async def _chat_handled(self, scope: dict, receive: Receive, send: Send) -> None:
         st = self.state
         try:
             req = _parse_chat(await _read_body(receive))
@@ -280,12 +303,12 @@ class SimApp:
         try:
             reply = _Reply(req.get("model") or MODEL_ID, text, finish_reason, prompt_tokens, tokens)
             if req.get("stream"):
-                await _until(job.first_fut, watcher)
+                await _until(st, job.first_fut, watcher)
                 await reply.stream_start(send)
-                await _until(job.done_fut, watcher)
+                await _until(st, job.done_fut, watcher)
                 await reply.stream_end(send)
             else:
-                await _until(job.done_fut, watcher)
+                await _until(st, job.done_fut, watcher)
                 await _send_json(send, 200, reply.body(),
                                  [(b"x-evotui-sim-seconds", f"{job.latency:.4f}".encode())])
             st.requests_served += 1
@@ -306,12 +329,23 @@ async def _wait_disconnect(receive: Receive) -> None:
         pass
 
 
-async def _until(fut: asyncio.Future | None, watcher: asyncio.Future) -> None:
+async def _until(st: SimBackendState, fut: asyncio.Future | None, watcher: asyncio.Future) -> None:
+    """Wait for a job's future; meanwhile the handler is not the server's work in hand."""
     assert fut is not None
     if not fut.done():
-        await asyncio.wait((fut, watcher), return_when=asyncio.FIRST_COMPLETED)
+        st.handling -= 1
+        st.awaiting.add(fut)
+        try:
+            await asyncio.wait((fut, watcher), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            st.awaiting.discard(fut)
+            st.handling += 1
     if not fut.done():
         raise _Disconnected
+
+
+def _warn(line: str) -> None:
+    print(f"evotui sim-server: {line}", file=sys.stderr, flush=True)
 
 
 class _Reply:

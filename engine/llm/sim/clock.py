@@ -55,7 +55,9 @@ class RealClock:
 
 
 @dataclass(order=True)
-class _ManualTimer:
+class Timer:
+    """A callback due at a simulated instant (ManualClock, VirtualClock)."""
+
     when: float
     seq: int
     callback: Callable[[], None] = field(compare=False)
@@ -70,7 +72,7 @@ class ManualClock:
 
     def __init__(self, start: float = 0.0) -> None:
         self._now = start
-        self._heap: list[_ManualTimer] = []
+        self._heap: list[Timer] = []
         self._seq = 0
 
     def now(self) -> float:
@@ -78,7 +80,7 @@ class ManualClock:
 
     def call_at(self, when: float, callback: Callable[[], None]) -> TimerHandle:
         self._seq += 1
-        heapq.heappush(self._heap, timer := _ManualTimer(max(when, self._now), self._seq, callback))
+        heapq.heappush(self._heap, timer := Timer(max(when, self._now), self._seq, callback))
         return timer
 
     def advance(self, until: float = math.inf) -> None:
