@@ -63,7 +63,7 @@ class Audit:
         self.record(item, "select", "selected", chosen[1], component=chosen[0])
         child = item.payload.get("child")
         if child is None:
-            self.record(item, "improve", "failed", item.payload.get("reason", "proposal failed"), component=chosen[0])
+            self.record(item, "improve", "failed", item.why("proposal failed"), component=chosen[0])
             return
         diffs = components.component_diff_texts(parent_text, child)
         proposal = dict(diffs) if diffs is not None else {"text": "\n".join(difflib.unified_diff(
@@ -92,10 +92,10 @@ class Audit:
                    versions={n: carried[n].version for n in changed}, pool_version=self.ctx.pool.version)
 
     def ended(self, item: WorkItem) -> None:
-        if not self.strategy.audited or "proposal" not in item.payload:
+        if not self.strategy.audited or item.charged is None:
             return
-        outcome = str(item.payload.get("outcome", ""))
-        reason = str(item.payload.get("reason", ""))
+        outcome = str(item.outcome or "")
+        reason = str(item.why(""))
         if outcome == "rejected" and item.gate is not None and item.gate.child_mb is not None:
             self.evaluation(item, False, reason)
         self.record(item, "commit", outcome or "ended", reason, component=self._audited_component(item))

@@ -82,8 +82,8 @@ class ProgramChain:
 
     def ended(self, item: WorkItem) -> None:
         """A step that ended without a commit (failed, rejected) still counts as a clean step."""
-        if item.chain is not None and item.payload.get("outcome") in ("failed", "rejected"):
-            if not str(item.payload.get("reason", "")).startswith("does not apply to the newer head"):
+        if item.chain is not None and item.outcome in ("failed", "rejected"):
+            if not str(item.why("")).startswith("does not apply to the newer head"):
                 self._step(collided=False)
 
     def _step(self, collided: bool) -> None:

@@ -240,5 +240,5 @@ class ProgramRepair:
             else:
                 item.end("discarded_reflect", reason)
             return None
-        item.payload["reflected_at"] = ctx.pool.version
+        item.reflected_at = ctx.pool.version
         return item

@@ -67,7 +67,7 @@ class ReflectiveRepair:
         if verdict in ("discard", "malformed"):
             recorder.discard(item, "reflect", gap, f"reflection: {verdict}: {reason}", "discarded_reflect")
             return None
-        item.payload["reflected_at"] = ctx.pool.version
+        item.reflected_at = ctx.pool.version
         if verdict == "patch":
             item.payload["rebased"] = {"from_parent": item.parent_id, "from_version": item.created_version,
                                        "to_version": ctx.pool.version}

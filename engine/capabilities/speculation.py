@@ -83,4 +83,4 @@ class Speculation:
             if other.parent_id == spec.artifact_id:
                 other.parent_id = stored.parent_ids[0]
                 other.created_version = min(other.created_version, spec.version - 1)
-                other.payload["parent_removed"] = spec.artifact_id
+                other.parent_removed = spec.artifact_id

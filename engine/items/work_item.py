@@ -99,6 +99,25 @@ class WorkItem:
     speculative: SpeculativeEntry | None = None
     tags: dict = field(default_factory=dict)
     """The selector's tags (engine/strategy/protocols.py: Pick), for the archive at commit."""
+    # -- its course through the pipeline (stored under the keys in LOG_KEYS) ---------------
+    outcome: str | None = None
+    """How it ended (accepted, rejected, failed, discarded_stale, ...); None while in flight."""
+    reason: str | None = None
+    """Why it ended, or why its proposal failed."""
+    charged: Literal["made", "failed"] | None = None
+    """Its proposal was charged (stored as `proposal`): a resume goes on without a new call."""
+    gaps: dict[str, int] = field(default_factory=dict)
+    """Stage -> the version gap when the stage took it."""
+    started_at: float | None = None
+    parked_at: float | None = None
+    reviewed: dict[str, str] = field(default_factory=dict)
+    """Review gate -> the reviewer's decision."""
+    reflected_at: int | None = None
+    """The pool version the reflect stage checked it against (not sent back to reflect)."""
+    parent_removed: str | None = None
+    """The speculative parent it was made from, removed since (engine/capabilities/speculation.py)."""
+    artifact_id: str | None = None
+    """The artifact it committed."""
     # -- the stages' typed products (engine/items/products.py) -----------------------------
     rollout: Rollout | None = None
     gate: GateScores | None = None
@@ -119,9 +138,13 @@ class WorkItem:
 
     def end(self, outcome: str, reason: str = "") -> None:
         """Record how the item ended; the stage that returns None after this reports it."""
-        self.payload["outcome"] = outcome
+        self.outcome = outcome
         if reason:
-            self.payload["reason"] = reason
+            self.reason = reason
+
+    def why(self, default: str) -> str:
+        """Its reason, or `default` when none was given."""
+        return self.reason if self.reason is not None else default
 
     def to_payload(self) -> dict:
         out = {"minibatch": self.minibatch, "tokens": self.tokens, **self.payload}
@@ -133,6 +156,10 @@ class WorkItem:
             out["speculative"] = self.speculative.to_dict()
         if self.tags:
             out["selection"] = dict(self.tags)
+        for attr, key in LOG_KEYS.items():
+            value = getattr(self, attr)
+            if value is not None and value != {}:
+                out[key] = value
         for product in self._products():
             out.update(to_stored(product))
         return out
@@ -153,6 +180,7 @@ class WorkItem:
         tags = dict(payload.pop("selection", None) or {})
         products = {"rollout": from_stored(Rollout, payload), "gate": from_stored(GateScores, payload),
                     "validation": from_stored(Validation, payload)}
+        log = {attr: payload.pop(key) for attr, key in LOG_KEYS.items() if key in payload}
         return cls(
             item_id=row["item_id"],
             created_version=int(row["created_version"]),
@@ -167,4 +195,11 @@ class WorkItem:
             speculative=SpeculativeEntry(str(s["id"]), float(s["threshold"]), int(s["version"])) if s else None,
             tags=tags,
             **products,
+            **log,
         )
+
+
+LOG_KEYS = {"outcome": "outcome", "reason": "reason", "charged": "proposal", "gaps": "gaps",
+            "started_at": "started_at", "parked_at": "parked_at", "reviewed": "reviewed",
+            "reflected_at": "reflected_at", "parent_removed": "parent_removed", "artifact_id": "artifact_id"}
+"""WorkItem attribute -> its key in the stored payload (unset ones are not stored)."""

@@ -142,11 +142,11 @@ class Orchestrator(LockstepAdmission, DeadlineStops):
 
     def _item_ended(self, item: WorkItem) -> None:
         self._changed.set()
-        if item.payload.get("outcome") != "accepted":
+        if item.outcome != "accepted":
             self.handlers.ended(item)
         if item.is_merge:
             return
-        outcome = item.payload.get("outcome")
+        outcome = item.outcome
         if outcome not in ("skipped", "failed"):
             self.stalled = 0
             return
@@ -156,7 +156,7 @@ class Orchestrator(LockstepAdmission, DeadlineStops):
             t = self.ctx.tally
             self.fail(FatalRunError(
                 f"no progress: {self.stalled} items in a row ended without a candidate (last: "
-                f"{item.payload.get('reason', outcome)}; in the whole run {t.skipped} were skipped because the "
+                f"{item.why(outcome)}; in the whole run {t.skipped} were skipped because the "
                 f"parent already scores the maximum on its minibatch and {t.failed} failed); check the metric "
                 "and the proposer, or raise budget.max_stalled", exit_code=EXIT_NO_PROGRESS))
 

@@ -49,12 +49,12 @@ class Recorder:
         ctx = self.ctx
         current_item.set(item.item_id)
         gap = ctx.pool.gap(item.created_version)
-        item.payload.setdefault("gaps", {})[stage.name] = gap
-        item.payload["started_at"] = time.time()
+        item.gaps[stage.name] = gap
+        item.started_at = time.time()
         if stage.name not in self.checked:
             return None
         ctx.gap_histogram[gap] += 1
-        reflected = item.payload.get("reflected_at")
+        reflected = item.reflected_at
         if reflected is not None and stage.name == self.reflect_to:
             # Already checked against the pool by the reflect stage: do not loop back.
             decision = Decision("pass", f"reflected at v{reflected}")
@@ -107,8 +107,8 @@ class Recorder:
         ctx.tally.discarded_stale += 1
         ctx.tally.wasted_tokens += item.tokens
         ctx.bus.publish(ev.StaleDiscarded(item_id=item.item_id, stage=stage, gap=gap, wasted_tokens=item.tokens))
-        item.payload["outcome"] = outcome
-        item.payload["reason"] = reason
+        item.outcome = outcome
+        item.reason = reason
 
     def item_finished(self, stage: Stage, item: WorkItem, started_at: float, outcome: str) -> None:
         ctx = self.ctx
@@ -118,7 +118,7 @@ class Recorder:
             item_id=item.item_id,
             stage=stage.name,
             version_at_consume=ctx.pool.version,
-            gap=item.payload.get("gaps", {}).get(stage.name, 0),
+            gap=item.gaps.get(stage.name, 0),
             enqueued_at=item.enqueued_at,
             started_at=started_at,
             finished_at=now,
@@ -137,7 +137,7 @@ class Recorder:
             # Waiting for review in front of this stage: still open, re-parked on resume.
             self.save_item(item, outcome=None)
             return
-        final = item.payload.get("outcome", outcome)
+        final = item.outcome if item.outcome is not None else outcome
         if final != "accepted" and self.abandon is not None:
             self.abandon(item)
         self.save_item(item, outcome=final)
@@ -148,7 +148,7 @@ class Recorder:
 
     def item_finished_at_gate(self, stage: Stage, item: WorkItem, outcome: str) -> None:
         """End an item a review gate rejected (it is not inside any stage's worker)."""
-        self.item_finished(stage, item, item.payload.get("parked_at", time.time()), outcome)
+        self.item_finished(stage, item, item.parked_at if item.parked_at is not None else time.time(), outcome)
 
     def handler_crashed(self, stage: Stage, item: WorkItem, exc: BaseException) -> None:
         if isinstance(exc, FatalRunError):
@@ -164,10 +164,10 @@ class Recorder:
         else:
             detail, outcome = "".join(traceback.format_exception_only(type(exc), exc)).strip(), "error"
             ctx.tally.fail_reasons[f"internal error in {stage.name}"] += 1
-        item.payload["outcome"] = outcome
-        item.payload["reason"] = f"{stage.name}: {detail}"
+        item.outcome = outcome
+        item.reason = f"{stage.name}: {detail}"
         ctx.bus.publish(ev.ItemFailed(item_id=item.item_id, stage=stage.name, reason=detail))
-        self.item_finished(stage, item, item.payload.get("started_at", time.time()), outcome)
+        self.item_finished(stage, item, item.started_at if item.started_at is not None else time.time(), outcome)
 
     def charge_proposal(self, item: WorkItem, made: bool) -> None:
         """A proposal is charged once, when its LLM work is over, together with a row that says
@@ -176,13 +176,13 @@ class Recorder:
         ctx = self.ctx
         ctx.tally.proposal_attempts += 1
         ctx.budget.charge("proposals", 1, ctx.reservations.get(item.item_id))
-        item.payload["proposal"] = "made" if made else "failed"
+        item.charged = "made" if made else "failed"
         self.save_item(item, outcome=None)
 
     @staticmethod
     def proposal_done(item: WorkItem) -> bool:
         """A re-enqueued item whose proposal was charged before the interruption."""
-        return "proposal" in item.payload
+        return item.charged is not None
 
     # -- rows -----------------------------------------------------------------------------
     def save_item(self, item: WorkItem, outcome: str | None) -> None:
@@ -196,7 +196,7 @@ class Recorder:
             stage=item.stage,
             payload=payload,
             outcome=outcome,
-            error=item.payload.get("reason") if outcome else None,
+            error=item.reason if outcome else None,
             created_at=item.created_at,
             updated_at=now,
         )

@@ -60,10 +60,10 @@ class ReviewGates:
         return gated
 
     def needs_review(self, gate: str, item: WorkItem) -> bool:
-        return self.enabled.get(gate, False) and gate not in item.payload.get("reviewed", {})
+        return self.enabled.get(gate, False) and gate not in item.reviewed
 
     def park(self, gate: str, item: WorkItem) -> None:
-        item.payload["parked_at"] = time.time()
+        item.parked_at = time.time()
         self._pending[item.item_id] = (gate, item)
         self.ctx.bus.publish(ev.ReviewRequested(item_id=item.item_id, gate=gate, parent_id=item.parent_id))
 
@@ -83,7 +83,7 @@ class ReviewGates:
                     # A chain item is made from its head, which may not be a pool artifact yet.
                     parent_text=item.chain.head_text if item.chain is not None else (parent.text if parent else ""),
                     child_text=str(item.payload.get("child", "")),
-                    parked_at=float(item.payload.get("parked_at", 0.0)),
+                    parked_at=float(item.parked_at if item.parked_at is not None else 0.0),
                 )
             )
         return out
@@ -124,12 +124,12 @@ class ReviewGates:
         self.ctx.bus.publish(ev.ReviewDecided(item_id=item_id, gate=gate, decision=decision, reason=reason))
         stage = self.stages[gate]
         if decision == "reject":
-            item.payload["outcome"] = "rejected_by_review"
-            item.payload["reason"] = reason or "rejected by reviewer"
+            item.outcome = "rejected_by_review"
+            item.reason = reason or "rejected by reviewer"
             self.ctx.tally.rejected += 1
             self.end_item(stage, item, "rejected_by_review")
             return
-        item.payload.setdefault("reviewed", {})[gate] = decision
+        item.reviewed[gate] = decision
         task = asyncio.create_task(stage.put(item), name=f"review-{item_id}")
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)

@@ -227,7 +227,7 @@ class Stage:
         self.meter.mark()
         if out is None or self.downstream is None:
             self.stats.ended += 1
-            self.hooks.item_finished(self, item, started, item.payload.get("outcome", "done"))
+            self.hooks.item_finished(self, item, started, item.outcome if item.outcome is not None else "done")
             return None
         self.hooks.item_finished(self, item, started, "forwarded")
         return out

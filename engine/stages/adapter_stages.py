@@ -182,7 +182,7 @@ class AdapterStages(PinnedParents, ExampleKindMixin, KindHandlers):
     async def propose(self, item: WorkItem) -> WorkItem | None:
         ctx = self.ctx
         if self.recorder.proposal_done(item):
-            return item if item.payload.get("proposal") == "made" else self.proposal_outcome(item)
+            return item if item.charged == "made" else self.proposal_outcome(item)
         parent = ctx.pool.get(item.parent_id)
         ctx.bus.publish(ev.ProposalStart(item_id=item.item_id, parent_id=parent.artifact_id))
         parts = self.head_parts(item)
@@ -199,7 +199,7 @@ class AdapterStages(PinnedParents, ExampleKindMixin, KindHandlers):
             item.payload["child"] = child
             item.payload["changed_components"] = [target]
         else:
-            item.payload["reason"] = reason
+            item.reason = reason
         self.recorder.charge_proposal(item, made=child is not None)
         self.audit.proposal(item, components.render(parts), None)
         ctx.bus.publish(ev.ProposalEnd(item_id=item.item_id, parent_id=parent.artifact_id, ok=child is not None,
@@ -331,7 +331,7 @@ class AdapterStages(PinnedParents, ExampleKindMixin, KindHandlers):
                 item.end("removed_speculative", "full validation did not confirm the partial score")
                 return None
             self.audit.commit(item, item.speculative.artifact_id)
-            item.payload["artifact_id"] = item.speculative.artifact_id
+            item.artifact_id = item.speculative.artifact_id
             item.end("accepted")
             return None
         parent = self.ctx.pool.get(item.parent_id)
@@ -348,6 +348,6 @@ class AdapterStages(PinnedParents, ExampleKindMixin, KindHandlers):
         self.audit.commit(item, artifact_id)
         if self.chain is not None:
             self.chain.committed(item, artifact_id)
-        item.payload["artifact_id"] = artifact_id
+        item.artifact_id = artifact_id
         item.end("accepted")
         return None

@@ -31,8 +31,8 @@ class ExampleKindMixin:
     def proposal_outcome(self, item: WorkItem) -> WorkItem | None:
         """A proposal made goes on (counted); one that failed ends the item, its reason tallied."""
         ctx = self.ctx
-        if item.payload.get("proposal") != "made":
-            reason = item.payload.get("reason", "proposal failed")
+        if item.charged != "made":
+            reason = item.why("proposal failed")
             ctx.tally.failed += 1
             ctx.tally.fail_reasons[reason.split(":")[0]] += 1
             item.end("failed", reason)

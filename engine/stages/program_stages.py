@@ -199,10 +199,9 @@ class ProgramStages(KindHandlers):
         ctx, s = self.ctx, self.settings
         if self.recorder.proposal_done(item):
             # Charged before an interruption: on it goes without a new call (counted from the rows).
-            if item.payload.get("proposal") == "made":
+            if item.charged == "made":
                 return item
-            self._fail(item, item.payload.get("reason", "proposal failed").split(":")[0],
-                       item.payload.get("reason", "proposal failed"))
+            self._fail(item, item.why("proposal failed").split(":")[0], item.why("proposal failed"))
             return None
         parent = ctx.pool.get(item.parent_id)
         ctx.bus.publish(ev.ProposalStart(item_id=item.item_id, parent_id=parent.artifact_id))
@@ -242,7 +241,7 @@ class ProgramStages(KindHandlers):
             item.payload["child"] = child
             item.payload["diff"] = unified_diff(parent.text, child, parent.artifact_id, "child")
         else:
-            item.payload["reason"] = reason
+            item.reason = reason
         # Charged once the LLM work is over, with its row: a kill before this redoes it, never twice.
         self.recorder.charge_proposal(item, made=child is not None)
         ctx.bus.publish(ev.ProposalEnd(item_id=item.item_id, parent_id=parent.artifact_id, ok=child is not None, reason=reason if child is None else ""))
@@ -366,7 +365,7 @@ class ProgramStages(KindHandlers):
                   **{k: item.payload[k] for k in ("recycled_lines", "raw_score", "executor_fix") if k in item.payload}},
         )
         self.ledger.commit(item, art)  # counted and announced there
-        item.payload["artifact_id"] = artifact_id
+        item.artifact_id = artifact_id
         if self.chain is not None:
             self.chain.committed(item, artifact_id, item.payload["score"])
         item.end("accepted")

@@ -5,7 +5,7 @@ gates candidates (or not) and offers merges; this kind runs prompts on examples,
 the traces and validates. The same handlers serve every execution mode; inside a handler the requests of one item run
 concurrently and the handler returns when all of them are done (GEPA's per-stage barrier).
 A handler returns the item to forward it, or None after recording the item's outcome in
-item.payload["outcome"].
+item.outcome.
 """
 
 from __future__ import annotations
@@ -254,7 +254,7 @@ class PromptStages(PinnedParents, ExampleKindMixin, KindHandlers):
         if child is not None:
             item.payload["child"] = child
         else:
-            item.payload["reason"] = reason
+            item.reason = reason
         # Charged once the call is over: a proposal cut short by a stop is redone, not paid twice.
         self.recorder.charge_proposal(item, made=child is not None)
         self.audit.proposal(item, current, res.text if res is not None else None)
@@ -271,7 +271,7 @@ class PromptStages(PinnedParents, ExampleKindMixin, KindHandlers):
     def resumed_proposal(self, item: WorkItem) -> WorkItem | None:
         """An item re-enqueued after its proposal was charged: on it goes, without a new call
         (the resume counted its proposal from the rows already)."""
-        return item if item.payload.get("proposal") == "made" else self.proposal_outcome(item)
+        return item if item.charged == "made" else self.proposal_outcome(item)
 
     async def evaluate(self, item: WorkItem) -> WorkItem | None:
         ctx = self.ctx
@@ -416,7 +416,7 @@ class PromptStages(PinnedParents, ExampleKindMixin, KindHandlers):
 
     def _accepted(self, item: WorkItem, artifact_id: str) -> None:
         """The ledger counted and announced the artifact; the item ends accepted."""
-        item.payload["artifact_id"] = artifact_id
+        item.artifact_id = artifact_id
         item.end("accepted")
         return None
 

@@ -85,7 +85,7 @@ def _ended(item: WorkItem, outcome: str, reason: str) -> EndedItem:
 
 
 def ended_from_item(item: WorkItem) -> EndedItem:
-    return _ended(item, str(item.payload.get("outcome", "")), str(item.payload.get("reason", "")))
+    return _ended(item, str(item.outcome or ""), str(item.why("")))
 
 
 def ended_from_row(row: Mapping[str, object]) -> EndedItem:

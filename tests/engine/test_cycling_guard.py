@@ -141,7 +141,7 @@ async def test_reject_fails_at_validate_and_counts():
     stages = stages_for("reject")
     item = item_with(RECYCLING)
     assert await stages.validate(item) is None
-    assert item.payload["outcome"] == "failed" and item.payload["reason"].startswith("cycling: 1 of 4 added lines")
+    assert item.outcome == "failed" and item.reason.startswith("cycling: 1 of 4 added lines")
     assert stages.ctx.tally.fail_reasons["filter cycling"] == 1
     assert stages.ctx.program.filter_counts["cycling"] == 1
     fresh = item_with(program("y = x + 2.0", "y = y * 3.0"))

@@ -737,7 +737,7 @@ async def test_removal_rebases_in_flight_children_and_makes_them_stale(harness) 
     pool = run.ctx.pool
     assert pool.get("a000001").status == "removed"
     assert item3.parent_id == "a000000"  # the removed artifact's parent
-    assert item3.payload["parent_removed"] == "a000001"
+    assert item3.parent_removed == "a000001"
     assert item3.created_version == 1 and pool.gap(item3.created_version) == 2
     hold_roll_3.release()
     result = await harness.finish(task)

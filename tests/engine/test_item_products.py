@@ -71,6 +71,16 @@ def test_an_old_row_reads_into_the_gate_and_validation() -> None:
     assert chain.gate == GateScores(next_mb=["e1", "e2"], gate_cancelled=1) and chain.validation is None
 
 
+def test_an_old_row_reads_into_the_items_course() -> None:
+    prompt = WorkItem.from_row(_row(OLD_PROMPT_PAYLOAD))
+    assert (prompt.charged, prompt.gaps, prompt.reviewed, prompt.reflected_at) == (
+        "made", {"rollout": 0, "propose": 1, "evaluate": 1}, {"evaluate": "accept"}, 5)
+    assert prompt.outcome is None and prompt.reason is None and prompt.why("none given") == "none given"
+    program = WorkItem.from_row(_row(OLD_CHAIN_PROGRAM_PAYLOAD))
+    assert (program.parent_removed, program.artifact_id, program.reason) == ("a000004", "a000009", "kept for the record")
+    assert program.gaps == {} and "gaps" not in program.to_payload()
+
+
 def test_products_are_frozen_and_a_missing_field_is_a_missing_key() -> None:
     rollout = Rollout(None, [0.5], "a000001")
     with pytest.raises(FrozenInstanceError):

@@ -125,8 +125,8 @@ async def test_a_stale_edit_of_lines_a_newer_commit_changed_is_discarded():
     _commit(stages, "a000001", "a000000", SEED.replace("spacing_x = 0.1", "spacing_x = 0.3"), 0.7)
     item = _stale(X2)
     assert await stages.reflect(item) is None
-    assert item.payload["outcome"] == "discarded_reflect"
-    assert "newer commit changed the lines" in item.payload["reason"]
+    assert item.outcome == "discarded_reflect"
+    assert "newer commit changed the lines" in item.reason
     assert item.payload["repair"]["verdict"] == "discard"
     assert stages.ctx.store.staleness[-1]["decision"] == "discard"
 
@@ -137,7 +137,7 @@ async def test_a_proposal_whose_parent_is_still_the_best_is_kept_as_it_is():
     _commit(stages, "a000001", "a000000", SEED.replace("spacing_y = 0.1", "spacing_y = 0.3"), 0.5)
     item = await stages.reflect(_stale(X2))
     assert item is not None and item.parent_id == "a000000" and item.payload["child"] == X2
-    assert item.payload["reflected_at"] == 2 and "rebased" not in item.payload
+    assert item.reflected_at == 2 and "rebased" not in item.payload
     assert stages.ctx.store.staleness[-1]["decision"] == "keep"
     assert "the current best is the proposal's parent" in llm.requests[0][1]["content"]
 

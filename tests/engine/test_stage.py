@@ -117,7 +117,7 @@ async def test_items_flow_through_two_chained_stages(stages) -> None:
     async def second(it: WorkItem) -> None:
         seen_b.append((it.item_id, it.stage, it.payload["trace"]))
         if it.item_id == "i2":
-            it.payload["outcome"] = "accepted"
+            it.outcome = "accepted"
         return None
 
     a = stages("a", first, hooks=hooks)

@@ -211,7 +211,7 @@ async def test_reflect_discards_stale_duplicates():
     fresh_child = child.replace("spacing_y = 0.1", "spacing_y = 0.3")
     other = WorkItem("i000003", 1, "a000000", [], "evaluate", 0.0, payload={"child": fresh_child})
     stages.ctx.pool.add(Artifact("a000001", child, ("a000000",), 0, {"combined_score": 0.7}))
-    assert await stages.reflect(stale) is None and stale.payload["outcome"] == "discarded_reflect"
+    assert await stages.reflect(stale) is None and stale.outcome == "discarded_reflect"
     stages.ctx.reflection_llm.replies.append("VERDICT: keep\nREASON: still useful")  # the LLM repair's answer
     kept = await stages.reflect(other)
-    assert kept is other and kept.payload["reflected_at"] == stages.ctx.pool.version
+    assert kept is other and kept.reflected_at == stages.ctx.pool.version
