@@ -17,13 +17,6 @@ KNOWN_CYCLES = {
         "typing-only both ways: the context's ledger field and the ledger's RunContext annotations",
     frozenset({"engine.sandbox.core", "engine.sandbox.limit_hints"}):
         "limit_hints names SandboxLimits for typing only; core explains a killed evaluation with it",
-    frozenset({"engine.strategy.builtin", "engine.strategy.contextevolve", "engine.strategy.gepa",
-               "engine.strategy.loongflow", "engine.strategy.openevolve", "engine.strategy.registry",
-               "engine.strategy.sepl"}):
-        "the registry imports builtin lazily on first lookup, so each built-in strategy module, which "
-        "imports the registry's register decorator, is registered before any name is read",
-    frozenset({"engine.evaluator.ray_backend", "engine.evaluator.ray_connection", "engine.evaluator.service"}):
-        "the service imports the Ray backend lazily (only with the ray evaluator), which builds on the service",
     frozenset({"engine.run.admin", "engine.run.runner", "engine.run.setup", "engine.run.summary",
                "engine.tracking.session"}):
         "EngineRun builds on set-up, summary and the tracking session, which name it lazily or for typing; "
@@ -31,8 +24,6 @@ KNOWN_CYCLES = {
     frozenset({"evotui.bench", "evotui.bench.real", "evotui.bench.strategies", "evotui.bench.suite"}):
         "the bench's entry dispatches lazily to its real-server, strategies and suite variants, which reuse "
         "its run_one and settings",
-    frozenset({"evotui.commands.trace", "evotui.commands.trace_analyze", "evotui.commands.trace_replay"}):
-        "evotui trace dispatches lazily to analyze and replay, which read runs with trace's helpers",
     frozenset({"evotui.bench.sim_check", "evotui.commands.sim_calibrate"}):
         "the calibrate command runs the check lazily (--check); the check reads the command's recorded lengths lazily",
 }

@@ -4,6 +4,7 @@ Two implementations with one contract (evaluate -> EvalResult, figures, aclose):
 - LocalEvaluator: sandbox subprocesses on this machine (engine/sandbox), at most
   [program] eval_concurrency at once.
 - RayEvaluator (engine/evaluator/ray_backend.py): the same sandbox inside Ray tasks.
+engine/evaluator/choice.py builds the one [evaluator] asks for.
 
 A service that can no longer reach where evaluations run raises EvaluatorLost; the stage turns
 it into a resumable stop (exit code EXIT_EVALUATOR_LOST, run status "interrupted").
@@ -12,13 +13,9 @@ it into a resumable stop (exit code EXIT_EVALUATOR_LOST, run status "interrupted
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 from engine.sandbox import EvalResult, Sandbox, SandboxLimits
-from engine.sandbox.gpu_slots import GpuSetupError, build_slots
-
-if TYPE_CHECKING:  # the Ray workers import this package: it stays free of pydantic at run time
-    from engine.config.service import EvaluatorConfig
 
 EXIT_EVALUATOR_LOST = 6
 """Exit code of a run stopped because its evaluation cluster went away (resume continues it)."""
@@ -72,17 +69,3 @@ class LocalEvaluator:
     async def aclose(self) -> None:
         return None
 
-
-def build_evaluator(cfg: EvaluatorConfig, limits: SandboxLimits, concurrency: int,
-                    secret_vars: frozenset[str]) -> EvaluatorService:
-    """The service [evaluator] asks for. Ray is imported only when backend = "ray"."""
-    if cfg.backend == "ray":
-        from engine.evaluator.ray_backend import RayEvaluator
-
-        return RayEvaluator(cfg, limits, secret_vars)
-    try:
-        slots, note = build_slots(cfg.gpus, cfg.evals_per_gpu, cfg.gpu_vendor, cfg.gpu_memory_fraction)
-    except GpuSetupError as exc:
-        raise EvaluatorSetupError(str(exc)) from None
-    sandbox = Sandbox(limits, concurrency=concurrency, secret_vars=secret_vars, gpu_slots=slots)
-    return LocalEvaluator(sandbox, note)

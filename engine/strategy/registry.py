@@ -71,15 +71,15 @@ def register(name: str, summary: str, *, options: type[BaseModel] | None = None,
 
 
 def _load() -> None:
-    """The shipped strategies, then the installed plug-ins (once per process). A plug-in that
+    """The installed plug-ins, after the shipped strategies (once per process). A plug-in that
     fails to load is recorded (problems()) and left out; the others still run."""
     global _loaded, _origin
     if _loaded:
         return
     _loaded = True
-    # The shipped strategies register on import; imported here, not at the top, because they import this module.
-    import engine.strategy.builtin  # noqa: F401
-
+    # The shipped strategies are registered by now: this module is reached only through the package
+    # engine.strategy, whose __init__ imports engine/strategy/builtin.py (they build on this module,
+    # not it on them).
     for ep in entry_points(group=ENTRY_POINT_GROUP):
         dist = ep.dist.name if ep.dist is not None else ep.value
         if ep.name in _REGISTRY:

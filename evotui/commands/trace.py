@@ -12,6 +12,7 @@ from pathlib import Path
 
 from engine.store.store import Store, StoreError
 from engine.trace.errors import TraceError
+from evotui.commands.trace_db import open_db
 
 
 def export_arguments(exp: argparse.ArgumentParser, default_db: Path) -> None:
@@ -72,17 +73,11 @@ def main(args: argparse.Namespace) -> int:
         return _fail(str(exc))
 
 
-async def _open(db: Path, *, readonly: bool, create: bool = False) -> Store:
-    if not create and not db.exists():
-        raise TraceError(f"no database at {db}; pass --db PATH")
-    return await Store.open(db, create=create, readonly=readonly)
-
-
 async def _export(args: argparse.Namespace) -> int:
     from engine.trace import collect, export
 
     export.check_target(args.target)  # before reading anything
-    store = await _open(args.db, readonly=True)
+    store = await open_db(args.db, readonly=True)
     try:
         trace = await collect.collect(store, args.run_id)
     finally:
@@ -104,7 +99,7 @@ async def _import(args: argparse.Namespace) -> int:
 
     got = read_any(args.folder, task=args.task)  # all checks before the database is touched
     trace = got.trace
-    store = await _open(args.db, readonly=False, create=True)
+    store = await open_db(args.db, readonly=False, create=True)
     try:
         run_id = await importer.write_trace(store, trace, args.folder)
     finally:

@@ -12,7 +12,7 @@ from engine.trace.analyze import html, report
 from engine.trace.analyze.run import analyze
 from engine.trace.errors import TraceError
 from engine.trace.llm import Choice
-from evotui.commands.trace import _open
+from evotui.commands.trace_db import open_db
 
 
 def _write_atomic(path: Path, text: str) -> None:
@@ -26,7 +26,7 @@ def _write_atomic(path: Path, text: str) -> None:
 
 async def run(args: argparse.Namespace) -> int:
     # Writable: the judge's answers are cached in the database (schema v5).
-    store = await _open(args.db, readonly=args.no_judge)
+    store = await open_db(args.db, readonly=args.no_judge)
     try:
         choice = Choice(url=args.llm_url, model=args.model, sim=args.llm == "sim", api_key_env=args.api_key_env)
         result = await analyze(store, args.run_id, judge=not args.no_judge, choice=choice)

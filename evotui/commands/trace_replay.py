@@ -7,7 +7,7 @@ import json
 
 from engine.trace.llm import Choice
 from engine.trace.replay import replay
-from evotui.commands.trace import _open
+from evotui.commands.trace_db import open_db
 
 
 def _f(v) -> str:
@@ -15,7 +15,7 @@ def _f(v) -> str:
 
 
 async def run(args: argparse.Namespace) -> int:
-    store = await _open(args.db, readonly=True)
+    store = await open_db(args.db, readonly=True)
     try:
         choice = Choice(url=args.llm_url, model=args.model, sim=args.llm == "sim", api_key_env=args.api_key_env)
         res = await replay(store, args.run_id, args.candidate, args.n, variant=args.variant, choice=choice)
