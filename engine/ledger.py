@@ -30,15 +30,17 @@ from __future__ import annotations
 
 import time
 from dataclasses import replace
-from typing import TYPE_CHECKING, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Callable, Mapping, Protocol, Sequence
 
 from engine import components
 from engine import events as ev
 from engine.items import WorkItem
-from engine.pool import RESTORE, ROLLED_BACK, Artifact, PoolChange, PoolError, is_confirmed
+from engine.pool import RESTORE, ROLLED_BACK, Artifact, Pool, PoolChange, PoolError, is_confirmed
 
 if TYPE_CHECKING:
-    from engine.context import RunContext
+    from engine.events import EventBus
+    from engine.run.state import MergeState, Tally
+    from engine.store.store import Store
 
 EvalRow = tuple[str, str, "float | None", "str | None", "str | None"]
 """(example_id, split, score, feedback, stage): one row of the evaluations table."""
@@ -47,12 +49,28 @@ EvalRows = Callable[[Artifact, Mapping[str, str]], list[EvalRow]]
 """The task's evaluation rows of an artifact, given the feedback per example."""
 
 
+class LedgerHost(Protocol):
+    """What the ledger writes through: the part of a run's context it uses (engine/context.py:
+    RunContext provides it). Named here so the ledger does not depend on the context, which
+    holds the ledger."""
+
+    run_id: str
+    seed_id: str
+    pool: Pool
+    store: Store
+    bus: EventBus
+    tally: Tally
+    merges: MergeState
+    best_history: list[tuple[float, float]]
+
+    def elapsed(self) -> float: ...
+
 
 class Ledger:
     """Commits artifacts of one run. `rows` turns an artifact and its feedback into evaluation
     rows: prompt and program tasks store their scores differently."""
 
-    def __init__(self, ctx: RunContext, rows: EvalRows) -> None:
+    def __init__(self, ctx: LedgerHost, rows: EvalRows) -> None:
         self.ctx = ctx
         self.rows = rows
         self.seed_meta: dict = {}

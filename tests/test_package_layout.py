@@ -13,8 +13,6 @@ TOP_LEVEL_LIMIT = 8
 """Top-level modules of engine/ and evotui/ besides packages (__init__.py counted)."""
 
 KNOWN_CYCLES = {
-    frozenset({"engine.context", "engine.ledger"}):
-        "typing-only both ways: the context's ledger field and the ledger's RunContext annotations",
     frozenset({"engine.sandbox.core", "engine.sandbox.limit_hints"}):
         "limit_hints names SandboxLimits for typing only; core explains a killed evaluation with it",
     frozenset({"engine.run.admin", "engine.run.runner", "engine.run.setup", "engine.run.summary",
