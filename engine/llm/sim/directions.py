@@ -192,3 +192,20 @@ def inferred(parent: str, score: float | None, others: list[tuple[float, str]],
                     if float(x) != float(y):
                         votes[(i, k)] = votes.get((i, k), 0) + better * (1 if float(y) > float(x) else -1)
     return [(i, k, v > 0) for (i, k), v in sorted(votes.items()) if v]
+
+
+def request_inferred(code: str, request: str, comment: str = "#") -> list[tuple[int, int, bool]]:
+    """`inferred` for the parent `code` from the scored programs and parent score a request shows."""
+    others = [(score, other) for score, other in scored_blocks(request) if other != code]
+    return inferred(code, parent_score(request, code), others, comment) if others else []
+
+
+def not_worse(code: str, request: str, others: list[str]) -> list[str]:
+    """The programs shown worth borrowing from: all of them, less those the request scores below
+    the parent `code` (a model that reads the scores does not copy a setting from a worse program)."""
+    scored = scored_blocks(request)
+    mine = parent_score(request, code) if scored else None
+    if mine is None:
+        return others
+    worse = {other for score, other in scored if score < mine}
+    return [o for o in others if o not in worse]

@@ -12,6 +12,9 @@ constants still evolve; when none of these applies, add a term to an expression,
 and, at the rates below, emit malformed blocks, SEARCH text that is not in the program, edits
 outside the EVOLVE-BLOCK, syntax errors, or re-indented (still valid) blocks. ``choose_edit`` is
 the edit model every layout shares (tagged_program.py renders it in tagged sections).
+It builds on what the request shows, as an LLM does (so evolution beats proposals from the seed):
+it edits the items the feedback names (blamed_items.py), moves constants the way the scored
+programs shown point (directions.inferred) and borrows from no program scored below the parent.
 """
 
 from __future__ import annotations
@@ -250,17 +253,6 @@ def _directed_targets(code: str, request: str, lang: LanguageSpec) -> list[tuple
     return [(targets[t], t, up) for t, up in directions.directives(request, set(targets))]
 
 
-def _not_worse(code: str, request: str, others: list[str]) -> list[str]:
-    """The programs shown worth borrowing from: all of them, less those the request scores below
-    the parent (a model that reads the scores does not copy a setting from a worse program)."""
-    scored = directions.scored_blocks(request)
-    mine = directions.parent_score(request, code) if scored else None
-    if mine is None:
-        return others
-    worse = {other for score, other in scored if score < mine}
-    return [o for o in others if o not in worse]
-
-
 def _blamed(code: str, request: str, lang: LanguageSpec) -> list[int]:
     """Editable lines holding the items the request's feedback names (blamed_items.py), once each."""
     lines = code.splitlines()
@@ -269,14 +261,9 @@ def _blamed(code: str, request: str, lang: LanguageSpec) -> list[int]:
 
 
 def _inferred_targets(code: str, request: str, lang: LanguageSpec) -> list[tuple[int, int, bool]]:
-    """(line index, literal index, up) the scored programs of the request point to, on editable lines."""
-    editable = set(_editable_lines(code, lang))
-    others = [(score, other) for score, other in directions.scored_blocks(request) if other != code]
-    if not others:
-        return []
-    found = directions.inferred(code, directions.parent_score(request, code), others, lang.comment)
     lines = code.splitlines()  # a line that occurs twice cannot be named by one SEARCH block
-    return [t for t in found if t[0] in editable and lines.count(lines[t[0]]) == 1]
+    found = directions.request_inferred(code, request, lang.comment)
+    return [t for t in found if t[0] in set(_editable_lines(code, lang)) and lines.count(lines[t[0]]) == 1]
 
 
 def _directed(code: str, row: int, target: str, up: bool, rng: random.Random,
@@ -369,7 +356,7 @@ def choose_edit(code: str, lang: LanguageSpec, fmt: str, request: str, others: l
         if roll < P_REVERT and change is not None:
             edits, reason = _revert(code, change), "The last change looks harmful; revert it."
         elif roll < P_REVERT + P_BORROW:
-            donors = _not_worse(code, request, others)
+            donors = directions.not_worse(code, request, others)
             edits, reason = (_borrow(code, donors, rng, lang) if donors else None), "Adopt a setting from a better program."
     if not edits and rng.random() >= P_STRUCTURAL:
         edits, reason = _perturb(code, rng, lang), "Tune a constant of the construction."
