@@ -1,5 +1,5 @@
-"""How the suite is split over pytest-xdist workers (`python -m pytest -n 2`); a plain
-`python -m pytest` never calls the hook below.
+"""How the suite is split over pytest-xdist workers (`-n 2` in pyproject's addopts; `-n 0` runs it
+in one process, where the hook below is never called).
 
 Each test file is one unit of work, run on one worker, so a module-scoped set-up (a shared run,
 a Ray head, a llama.cpp server) is made once, as in a serial run. Some files share one unit
@@ -11,6 +11,9 @@ because their tests must not overlap with each other:
   starve each other past their start-up limits.
 xdist's own `--dist loadgroup` cannot do this on pytest 9: it marks a group by rewriting
 `item._nodeid`, which pytest 9 no longer reads, so its groups silently split.
+
+Units are handed out longest first (by a rank from where the file is, then its test count), so
+the run does not end on one worker finishing a long e2e file while the other has nothing left.
 """
 
 from __future__ import annotations
@@ -23,6 +26,10 @@ SHARED_UNITS = {
     "tests/e2e/test_ray_security.py": "ray",
 }
 
+# Where a unit's time goes, longest first: a llama.cpp server or Ray clusters, then CLI processes
+# with simulated runs, sandboxed programs, Textual apps, and in-process unit tests.
+HEAVY_FIRST = ("real_llm", "ray", "tests/e2e/", "tests/programs/", "tests/tui/", "tests/engine/")
+
 
 def unit_of(nodeid: str) -> str:
     """The unit of work of a test: a shared unit's name, else its file."""
@@ -31,6 +38,12 @@ def unit_of(nodeid: str) -> str:
         if path.startswith(prefix):
             return unit
     return path
+
+
+def unit_rank(unit: str, tests: int) -> tuple[int, int]:
+    """Sort key putting the units expected to take longest first."""
+    tier = next((i for i, place in enumerate(HEAVY_FIRST) if unit.startswith(place)), len(HEAVY_FIRST))
+    return tier, -tests
 
 
 @pytest.hookimpl(optionalhook=True)  # pytest-xdist's hook: unknown (and unused) without it
@@ -42,5 +55,11 @@ def pytest_xdist_make_scheduler(config, log):
     class SuiteScheduling(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
             return unit_of(nodeid)
+
+        def _assign_work_unit(self, node) -> None:
+            # The base class hands out the queue's first unit: move the longest one there.
+            first = min(self.workqueue, key=lambda unit: unit_rank(unit, len(self.workqueue[unit])))
+            self.workqueue.move_to_end(first, last=False)
+            super()._assign_work_unit(node)
 
     return SuiteScheduling(config, log)
