@@ -1,4 +1,4 @@
-"""The real peers as bench rows: GEPA and OpenEvolve, unchanged, against the simulated backend.
+"""The real peers as bench rows: GEPA, OpenEvolve and ShinkaEvolve, unchanged, against the simulated backend.
 
 Every GEPA row runs at stock GEPA's parallelism (10 requests at a time, proposals of an
 iteration evaluated one after another; evotui/peers/gepa_peer.py).
@@ -21,10 +21,12 @@ from dataclasses import dataclass
 class Peer:
     name: str
     kind: str
-    """The task kind the peer runs: prompt (GEPA) or program (OpenEvolve)."""
+    """The task kind the peer runs: prompt (GEPA) or program (OpenEvolve, ShinkaEvolve)."""
     package: str
     settings: str
     """The peer's settings, as the bench states them."""
+    install: str = "pip install -e '.[peers]'"
+    """How to install the peer's package."""
 
 
 PEERS: dict[str, Peer] = {
@@ -40,6 +42,11 @@ PEERS: dict[str, Peer] = {
         Peer("openevolve", "program", "openevolve",
              "openevolve Config() defaults (islands, diff-based evolution, max_tokens 4096) with the "
              "repository's parallel_evaluations = 4"),
+        Peer("shinka", "program", "shinka",
+             "shinka ShinkaEvolveRunner (async) defaults (4 evaluation and 6 proposal jobs, diff/full/cross "
+             "0.6/0.3/0.1, max_tokens 16384, islands) with the simulated endpoint as its one model and no "
+             "embedding model",
+             install="pip install -e '.[shinka]' && pip install --no-deps shinka-evolve==0.0.7"),
     )
 }
 
@@ -53,7 +60,7 @@ def parse(spec: str, task_kind: str) -> list[Peer]:
     wrong = [n for n in names if PEERS[n].kind != task_kind]
     if wrong:
         raise ValueError(f"peer(s) {', '.join(wrong)} run {PEERS[wrong[0]].kind} tasks, and this task is a "
-                         f"{task_kind} task; use gepa/gepa-pxn with a prompt task (rules), openevolve with a "
+                         f"{task_kind} task; use gepa/gepa-pxn with a prompt task (rules), openevolve or shinka with a "
                          "program task (circle_packing)")
     return [PEERS[n] for n in names]
 
