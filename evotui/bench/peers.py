@@ -1,4 +1,4 @@
-"""`evotui bench --peers gepa,gepa-pxn,openevolve`: the real libraries as rows beside evotui's.
+"""`evotui bench --peers gepa,gepa-pxn,openevolve,shinka`: the real libraries as rows beside evotui's.
 
 Each peer run gets a fresh simulated backend on loopback with the bench's profile, seed and
 time scale (evotui's rows use the same simulator in process) and runs in a child process
@@ -15,6 +15,7 @@ import subprocess
 import sys
 
 from engine.tasks.loader import load_any_task
+from evotui import peers as peers_mod
 from evotui.bench import quality as bench_quality
 from evotui.peers import Peer, lifeline
 from evotui.peers.sim_endpoint import SimEndpoint
@@ -43,6 +44,8 @@ def _child(peer: Peer, task: str, url: str, seed: int, proposals: int, time_scal
 def run_peer(peer: Peer, task: str, seed: int, profile: str, proposals: int, time_scale: float,
              program_heldout: bool = False) -> dict:
     """One run of a real peer; a row in the layout of bench.run_one's (program_heldout: as there)."""
+    if not peers_mod.installed(peer):  # one line, before a backend is started for nothing
+        raise PeerFailed(f"{peer.name}: the {peer.package} package is not installed ({peer.install})")
     with SimEndpoint(profile, seed, time_scale) as sim:
         got = _child(peer, task, sim.url, seed, proposals, time_scale)
         backend = sim.metrics()

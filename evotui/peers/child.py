@@ -21,7 +21,7 @@ from evotui.peers import lifeline
 
 def _args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m evotui.peers.child")
-    p.add_argument("peer", choices=["gepa", "gepa-pxn", "gepa-pxn-best", "openevolve"])
+    p.add_argument("peer", choices=["gepa", "gepa-pxn", "gepa-pxn-best", "openevolve", "shinka"])
     p.add_argument("task")
     p.add_argument("--url", required=True, help="the simulated backend, http://127.0.0.1:PORT/v1")
     p.add_argument("--seed", type=int, default=0)
@@ -48,16 +48,22 @@ def main(argv: list[str] | None = None) -> int:
 def _run(args: argparse.Namespace) -> dict:
     logging.basicConfig(level=logging.WARNING)  # the peers log every iteration at INFO
     task = load_any_task(args.task)
+
+    def sim_clock() -> float:
+        return float(httpx.get(f"{args.url}/sim/metrics", timeout=10.0).json()["sim_now"])
+
+    if args.peer == "shinka":
+        from evotui.peers import shinka_peer
+
+        with scratch.directory("evotui-peer-") as tmp:
+            return shinka_peer.run(task, args.url, args.seed, args.proposals, sim_clock, Path(tmp))
     if args.peer == "openevolve":
         from evotui.peers import openevolve_peer
 
         with scratch.directory("evotui-peer-") as tmp:
-            row = openevolve_peer.run(task, args.url, args.seed, args.proposals, args.time_scale, Path(tmp))
+            row = openevolve_peer.run(task, args.url, args.seed, args.proposals, sim_clock, Path(tmp))
     else:
         from evotui.peers import gepa_peer
-
-        def sim_clock() -> float:
-            return float(httpx.get(f"{args.url}/sim/metrics", timeout=10.0).json()["sim_now"])
 
         row = gepa_peer.run(task, args.url, args.seed, args.proposals, args.peer.startswith("gepa-pxn"), sim_clock,
                             best_only=args.peer == "gepa-pxn-best")
