@@ -97,7 +97,7 @@ class RunContext:
     steering: SteeringState = field(default_factory=SteeringState)
     """The operator's guidance, pins and bans (engine/steering/); a resume replays its rows."""
     state_parts: tuple[KeepsState, ...] = ()
-    """The strategy's parts with state of their own, saved with the run state (run_setup.construct_run)."""
+    """The strategy's parts with state of their own, saved with the run state (EngineRun._construct)."""
 
     def elapsed(self) -> float:
         return time.monotonic() - self.started_mono

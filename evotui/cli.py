@@ -330,12 +330,11 @@ def _components(args: argparse.Namespace) -> int:
 def _branch(args: argparse.Namespace) -> int:
     if not args.no_ui:
         raise UsageError("branch runs headless: add --no-ui (watch it with `evotui attach NEW_RUN`)")
-    from engine.run.admin import branch_source
-    from engine.run.runner import EngineRun
+    from engine.run.admin import branch_source, start_branch
 
     async def open_branch():
         source = await branch_source(args.db, args.run_id, args.artifact_id, task=args.task)
-        return await EngineRun.create_branch(source, options.config_layers(args), args.db)
+        return await start_branch(source, options.config_layers(args), args.db)
 
     return _headless(args, open_branch)
 

@@ -15,10 +15,6 @@ TOP_LEVEL_LIMIT = 8
 KNOWN_CYCLES = {
     frozenset({"engine.sandbox.core", "engine.sandbox.limit_hints"}):
         "limit_hints names SandboxLimits for typing only; core explains a killed evaluation with it",
-    frozenset({"engine.run.admin", "engine.run.runner", "engine.run.setup", "engine.run.summary",
-               "engine.tracking.session"}):
-        "EngineRun builds on set-up, summary and the tracking session, which name it lazily or for typing; "
-        "admin opens runs with EngineRun and the runner's branch reads admin's errors, both lazily",
     frozenset({"evotui.bench", "evotui.bench.real", "evotui.bench.strategies", "evotui.bench.suite"}):
         "the bench's entry dispatches lazily to its real-server, strategies and suite variants, which reuse "
         "its run_one and settings",

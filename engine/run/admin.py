@@ -1,5 +1,5 @@
 """Administrative operations on a stored run that do not run its pipeline: restore an earlier
-best (`evotui restore`) and the source of a branch (`evotui branch`).
+best (`evotui restore`), and the source of a branch and the new run it starts (`evotui branch`).
 
 Every check reads the database read-only first, so a refused request writes nothing. The
 writes themselves go through the ledger (the only writer of the pool): a restore row says who
@@ -14,10 +14,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
+from engine.config import ConfigError, build_config
 from engine.ledger import Ledger
 from engine.pool import ROLLED_BACK, Artifact, PoolChange, PoolError, is_confirmed
 from engine.run.state import artifact_from_row
 from engine.store.store import Store, StoreError
+from engine.tasks.loader import load_any_task, with_program_settings
+from engine.tasks.prompt_task import TaskError
 from engine.trace.importer import IMPORTED_STATUS
 
 
@@ -214,6 +217,25 @@ async def branch_source(db: Path, run_id: str, artifact_id: str, task: str | Non
                          f"the run evolved: `evotui branch {run_id} {artifact_id} --task TASK_FOLDER --no-ui`")
     return BranchSource(run_id=run_id, task_path=str(task_path), config=found.run["config"] or {},
                         artifact=found.artifact)
+
+
+async def start_branch(source: BranchSource, layers: list[tuple[str, dict]], db_path: Path):
+    """A new run seeded with the source's artifact (`evotui branch`): the source run's task and
+    stored config under `layers`, the task's seed replaced by the artifact, whose seed row records
+    where it came from. SetupError (engine/run/setup.py) when it cannot start."""
+    from engine.run.runner import EngineRun, SetupError  # the engine, on use: checks of a stored run need none
+
+    try:
+        task = load_any_task(source.task_path)
+        # An imported run stores no evotui config: the task's defaults stand in for it.
+        stored = ((f"stored config of run {source.run_id}", source.config) if source.config
+                  else ("defaults of the task", task.defaults))
+        config = build_config([stored, *layers])
+        task = source.seeded(with_program_settings(task, config.program))
+    except (TaskError, ConfigError, AdminError) as exc:
+        raise SetupError(f"cannot branch {source.run_id}: {exc}") from None
+    return await EngineRun.start_new(config, task, db_path, source.task_path,
+                                     seed_meta={"branched_from": dict(source.link)})
 
 
 def _task_folder(task: str) -> str:

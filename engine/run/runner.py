@@ -23,8 +23,9 @@ from engine.llm.redact import REDACTED, has_credentials, redact_mapping
 from engine.pipeline.deadline import DEADLINE_REASON
 from engine.pipeline.orchestrator import Orchestrator
 from engine.config.strategy import upgrade_stored_strategy
-from engine.run.setup import (SetupError, build_context, check_combination, construct_run, open_store,
+from engine.run.setup import (SetupError, build_context, check_combination, check_stage_names, open_store,
                               restore_stored_run)
+from engine.run.state import restore_part_states, strategy_parts
 from engine.run.summary import run_summary
 from engine.run.snapshot import EngineSnapshot, build_snapshot
 from engine.steering import live as steering
@@ -87,7 +88,7 @@ class EngineRun:
             task = with_program_settings(task, config.program)
         except (TaskError, ConfigError) as exc:
             raise SetupError(str(exc)) from None
-        return await cls._start(config, task, db_path, str(task.path))
+        return await cls.start_new(config, task, db_path, str(task.path))
 
     @classmethod
     async def create_from_task(cls, task, layers: list[tuple[str, dict]], db_path: Path) -> "EngineRun":
@@ -97,39 +98,21 @@ class EngineRun:
             config = build_config(new_run_layers(task, layers))
         except ConfigError as exc:
             raise SetupError(str(exc)) from None
-        return await cls._start(config, task, db_path, str(task.path))
+        return await cls.start_new(config, task, db_path, str(task.path))
 
     @classmethod
-    async def create_branch(cls, source, layers: list[tuple[str, dict]], db_path: Path) -> "EngineRun":
-        """A new run seeded with an artifact of a stored run (`evotui branch`; source is an
-        engine.run.admin.BranchSource): that run's task and stored config under `layers`, the
-        task's seed replaced by the artifact, whose seed row records where it came from."""
-        from engine.run.admin import AdminError
-
-        try:
-            task = load_any_task(source.task_path)
-            # An imported run stores no evotui config: the task's defaults stand in for it.
-            stored = ((f"stored config of run {source.run_id}", source.config) if source.config
-                      else ("defaults of the task", task.defaults))
-            config = build_config([stored, *layers])
-            task = source.seeded(with_program_settings(task, config.program))
-        except (TaskError, ConfigError, AdminError) as exc:
-            raise SetupError(f"cannot branch {source.run_id}: {exc}") from None
-        return await cls._start(config, task, db_path, source.task_path,
-                                seed_meta={"branched_from": dict(source.link)})
-
-    @classmethod
-    async def _start(cls, config: RunConfig, task, db_path: Path, task_path: str,
+    async def start_new(cls, config: RunConfig, task, db_path: Path, task_path: str,
                      seed_meta: dict | None = None) -> "EngineRun":
-        """A new run of `task` under `config`: services, handlers, the run's row and its lease.
-        A run that never started leaves no empty database file behind."""
+        """A new run of `task` under `config` (loaded and configured: create, create_from_task, and
+        engine/run/admin.py start_branch): services, handlers, the run's row and its lease. A run
+        that never started leaves no empty database file behind."""
         check_combination(config, task)
         created_file = not Path(db_path).expanduser().exists()
         store = await open_store(db_path, create=True)
         run_id = new_run_id()
         try:
             ctx, sim_state = await build_context(run_id, config, task, store)
-            run = await construct_run(cls, ctx, db_path, sim_state, resumed=False, backlog=[])
+            run = await cls._construct(ctx, db_path, sim_state, resumed=False, backlog=[])
         except SetupError:
             if created_file:
                 remove_db_files(Path(db_path).expanduser())
@@ -193,7 +176,7 @@ class EngineRun:
         backlog = restore_stored_run(ctx, await store.load_run(run_id))
         await steering.load(ctx)  # the operator's guidance, pins and bans carry on
         try:
-            run = await construct_run(cls, ctx, db_path, sim_state, resumed=True, backlog=backlog)
+            run = await cls._construct(ctx, db_path, sim_state, resumed=True, backlog=backlog)
         except SetupError:
             await release_quietly(store, held)
             raise
@@ -201,6 +184,34 @@ class EngineRun:
         await store.flush()
         run.lease = held
         return run
+
+    @classmethod
+    async def _construct(cls, ctx: RunContext, db_path: Path, sim_state, resumed: bool,
+                         backlog: list[WorkItem]) -> "EngineRun":
+        """The run object (handlers, pipeline). If that fails, the context's clients, server and
+        store close before the error goes on, so the process can exit (a live writer thread would
+        keep it waiting); a ValueError is a setup problem whose message says what to change."""
+        try:
+            run = cls(ctx, db_path, sim_state, resumed=resumed, backlog=backlog)
+            try:
+                ctx.setup_warnings.extend(check_stage_names(ctx.config, run.orchestrator.spec, ctx.task.kind,
+                                                            run.strategy.name, resumed))
+            except ValueError:
+                await run.orchestrator.handlers.aclose()  # a program task's evaluator service
+                raise
+            # The strategy's own state (a round-robin turn) is saved with the run's and comes back here.
+            ctx.state_parts = strategy_parts(run.strategy)
+            restore_part_states(ctx.state_parts, ctx.state.strategy)
+            return run
+        except BaseException as exc:
+            for client in {id(c): c for c in (ctx.task_llm, ctx.reflection_llm)}.values():
+                await client.aclose()
+            if ctx.local_server is not None:
+                ctx.local_server.stop()
+            await ctx.store.close()
+            if isinstance(exc, ValueError):
+                raise SetupError(str(exc)) from None
+            raise
 
     # -- observation and control ----------------------------------------------------------
     @property

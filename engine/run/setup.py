@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 import random
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import httpx
 
@@ -29,7 +28,7 @@ from engine.llm.sim import sim_transport
 from engine.pipeline.modes import mode_named
 from engine.pipeline.spec import PipelineSpec
 from engine.pool import Pool
-from engine.run.state import RunState, artifact_from_row, change_from_row, restore_part_states, strategy_parts
+from engine.run.state import RunState, artifact_from_row, change_from_row
 from engine.pricing import PriceError
 from engine.selection.pareto import MinibatchSampler
 from engine.costs.spend import SpendMeter
@@ -41,9 +40,6 @@ from engine.strategy import UnknownStrategy, build as build_strategy
 from engine.tasks.prompt_task import PromptTask
 from engine.tasks.sim_behaviours import all_behaviours
 
-if TYPE_CHECKING:  # the runner imports this module, not the other way round
-    from engine.run.runner import EngineRun
-
 
 class SetupError(Exception):
     """The run cannot start; message is one line naming the problem and the fix."""
@@ -51,34 +47,6 @@ class SetupError(Exception):
     def __init__(self, message: str, exit_code: int = 2) -> None:
         super().__init__(message)
         self.exit_code = exit_code
-
-
-async def construct_run(cls: type[EngineRun], ctx: RunContext, db_path: Path, sim_state, resumed: bool,
-                        backlog: list[WorkItem]) -> EngineRun:
-    """The run object (handlers, pipeline). If that fails, the context's clients, server and
-    store close before the error goes on, so the process can exit (a live writer thread would
-    keep it waiting); a ValueError is a setup problem whose message says what to change."""
-    try:
-        run = cls(ctx, db_path, sim_state, resumed=resumed, backlog=backlog)
-        try:
-            ctx.setup_warnings.extend(check_stage_names(ctx.config, run.orchestrator.spec, ctx.task.kind,
-                                                        run.strategy.name, resumed))
-        except ValueError:
-            await run.orchestrator.handlers.aclose()  # a program task's evaluator service
-            raise
-        # The strategy's own state (a round-robin turn) is saved with the run's and comes back here.
-        ctx.state_parts = strategy_parts(run.strategy)
-        restore_part_states(ctx.state_parts, ctx.state.strategy)
-        return run
-    except BaseException as exc:
-        for client in {id(c): c for c in (ctx.task_llm, ctx.reflection_llm)}.values():
-            await client.aclose()
-        if ctx.local_server is not None:
-            ctx.local_server.stop()
-        await ctx.store.close()
-        if isinstance(exc, ValueError):
-            raise SetupError(str(exc)) from None
-        raise
 
 
 def check_stage_names(config: RunConfig, spec: PipelineSpec, kind: str, strategy: str, resumed: bool) -> list[str]:

@@ -17,10 +17,10 @@ from engine.run.snapshot import EngineSnapshot, StoredRun, build_snapshot
 from engine.store import Store, StoreError
 
 if TYPE_CHECKING:
-    from engine.run.runner import EngineRun
+    from engine.run.view import RunView
 
 
-def run_summary(run: "EngineRun", status: str, reason: str) -> dict:
+def run_summary(run: "RunView", status: str, reason: str) -> dict:
     """The summary of a run's end: printed by the front ends and stored in runs.summary_json."""
     live = _summary(run, status, reason, run.snapshot())
     if not run.ctx.store.failed:
@@ -72,7 +72,7 @@ def _read_back(db_path: Path, run_id: str):
         return pool.submit(asyncio.run, read()).result()
 
 
-def _summary(run: "EngineRun", status: str, reason: str, snap: EngineSnapshot) -> dict:
+def _summary(run: "RunView", status: str, reason: str, snap: EngineSnapshot) -> dict:
     ctx = run.ctx
     scale = ctx.config.sim.time_scale if ctx.config.uses_sim else 1.0
     minutes = run.pipeline_s * scale / 60.0
@@ -125,7 +125,7 @@ def _summary(run: "EngineRun", status: str, reason: str, snap: EngineSnapshot) -
     }
 
 
-def _spend(run: "EngineRun") -> dict:
+def _spend(run: "RunView") -> dict:
     """Dollars and GPU-hours of the run's LLM calls (every session), per stage, model and endpoint.
     A model the price table lacks is $0: said once among the run's warnings."""
     meter = run.ctx.budget.meter
@@ -137,7 +137,7 @@ def _spend(run: "EngineRun") -> dict:
     budget = run.ctx.budget
     return {**meter.figures(), "max_usd": budget.limit("usd"), "max_gpu_hours": run.ctx.config.budget.max_gpu_hours}
 
-def _kind_figures(run: "EngineRun", snap: EngineSnapshot) -> dict:
+def _kind_figures(run: "RunView", snap: EngineSnapshot) -> dict:
     """Program tasks: filter counts, patch retries, tolerant blocks (the stored counters, via the
     snapshot); any task: the kind's own figures (a program's sandbox isolation level)."""
     figures = run.orchestrator.handlers.figures()

@@ -21,7 +21,7 @@ from engine.tracking.settings import TrackingConfig, default_mlflow_uri
 from engine.tracking.worker import TrackerWorker
 
 if TYPE_CHECKING:
-    from engine.run.runner import EngineRun
+    from engine.run.view import RunView
     from engine.run.snapshot import EngineSnapshot
 
 FINISH_TIMEOUT_S = 120.0
@@ -63,7 +63,7 @@ class TrackingSession:
         self._task: asyncio.Task | None = None
 
     @classmethod
-    def open(cls, run: "EngineRun") -> "TrackingSession | None":
+    def open(cls, run: "RunView") -> "TrackingSession | None":
         """Start the run's trackers (None without [tracking]); call before RunStarted is published."""
         ctx = run.ctx
         cfg = ctx.config.tracking
@@ -131,7 +131,7 @@ class TrackingSession:
                 return
 
     # -- the end -------------------------------------------------------------------------
-    async def finish(self, run: "EngineRun", summary: dict, status: str) -> list[str]:
+    async def finish(self, run: "RunView", summary: dict, status: str) -> list[str]:
         """Last rows (the summary's numbers at its proposal count), the best artifact and the
         EvoTrace export, the tracked run's end; returns warnings for the front end. Call after
         the run's store has closed (the export reads the database)."""
@@ -159,7 +159,7 @@ class TrackingSession:
             shutil.rmtree(folder, ignore_errors=True)
         return self.warnings(done)
 
-    def _write_artifacts(self, run: "EngineRun", folder: Path) -> list[tuple[str, Path]]:
+    def _write_artifacts(self, run: "RunView", folder: Path) -> list[tuple[str, Path]]:
         from engine.tracking.exports import write_artifacts
 
         try:

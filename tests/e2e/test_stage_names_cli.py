@@ -7,7 +7,8 @@ from tests.e2e.conftest import FAST, evotui
 
 
 @pytest.mark.parametrize("task, key, stages", [
-    ("circle_packing", "rollout", "program task with strategy openevolve has propose, validate, evaluate, update, reflect"),
+    ("circle_packing", "rollout",
+     "program task with strategy openevolve has propose, validate, evaluate, update, reflect"),
     ("rules", "validate", "prompt task with strategy gepa has rollout, propose, evaluate, update, reflect"),
 ])
 def test_another_kinds_stage_is_refused(db, task, key, stages):
