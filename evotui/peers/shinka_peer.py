@@ -118,10 +118,11 @@ def run(task: ProgramTask, url: str, seed: int, proposals: int, sim_clock: Calla
                                     verbose=False)
         asyncio.run(runner.run_async())
     sim_end = sim_clock()
-    rows = sorted((json.loads(line) for line in log.read_text().splitlines() if line.strip()), key=lambda r: r["t"])
+    rows = sorted((json.loads(line) for line in _read(log).splitlines() if line.strip()), key=lambda r: r["t"])
     seeds = [r for r in rows if r["initial"]]
-    if not seeds:
-        raise RuntimeError("ShinkaEvolve never evaluated the initial program (see its log in the run folder)")
+    if not seeds:  # the run folder goes with the scratch directory: its log's last error is the reason
+        said = [ln for ln in _read(workdir / "results" / "evolution_run.log").splitlines() if "ERROR" in ln]
+        raise RuntimeError("ShinkaEvolve did not evaluate the initial program" + (f": {said[-1]}" if said else ""))
     t0, sim0 = seeds[0]["t"], seeds[0]["sim_t"]
     history, best, best_text = [], None, None
     for r in rows:
@@ -136,3 +137,7 @@ def run(task: ProgramTask, url: str, seed: int, proposals: int, sim_clock: Calla
             "run_minutes": (sim_end - sim0) / 60.0, "wall_s": max(r["t"] for r in rows) - t0,
             "best_score": best, "seed_score": seeds[0]["score"], "accepted": sum(1 for r in proposed if r["ok"]),
             "best_history": history, "best_text": best_text}
+
+
+def _read(path: Path) -> str:
+    return path.read_text() if path.exists() else ""
