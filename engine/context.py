@@ -9,11 +9,11 @@ import random
 import time
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from engine.costs.budget import Budget, Reservation
 from engine.config import RunConfig
 from engine.events import EventBus
-from engine.ledger import Ledger
 from engine.llm.client import LLMClient
 from engine.staleness import StalenessPolicy
 from engine.pool import Pool
@@ -23,6 +23,9 @@ from engine.selection.val_order import ValidationOrder
 from engine.steering.state import SteeringState
 from engine.store.store import Store
 from engine.tasks.prompt_task import PromptTask
+
+if TYPE_CHECKING:  # typing only: the ledger sits above the context (tests/test_layering.py)
+    from engine.ledger import Ledger
 
 
 EXIT_NO_PROGRESS = 4
