@@ -289,7 +289,7 @@ ROW_ORDER: dict[str, str] = {
     "reviews": "rowid",
     "audit": "rowid",
     "steering": "act_id",
-    "migrations": "at_commit, from_island, to_island",
+    "migrations": "at_commit, rowid",
 }
 
 

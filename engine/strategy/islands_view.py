@@ -51,6 +51,27 @@ class Migration:
 
 
 @dataclass(frozen=True)
+class GridAxis:
+    """A grid dimension as the islands screen labels it."""
+
+    name: str
+    detail: str
+    """What is binned and how, e.g. "min_radius 0..0.01" or "min-max over the island"."""
+    bins: int | None
+    """Bins of a declared axis; None for a default axis (the island's bins, both ways)."""
+
+
+def grid_axes(descriptors: Any, feature: str) -> tuple[GridAxis, GridAxis]:
+    """(across, up): the run's declared [[descriptor]] axes (a single one leaves "up" at one bin),
+    else text length and the feature (novelty or coverage), min-max scaled over each island."""
+    if descriptors is None:
+        return (GridAxis("length", "text length, min-max over the island", None),
+                GridAxis(feature, f"{feature}, min-max over the island", None))
+    axes = [GridAxis(a.name, f"{a.metric} {a.lo:g}..{a.hi:g}", a.bins) for a in descriptors.axes]
+    return axes[0], axes[1] if len(axes) > 1 else GridAxis("-", "no second axis declared", 1)
+
+
+@dataclass(frozen=True)
 class IslandsView:
     islands: tuple[IslandView, ...]
     migrations: tuple[Migration, ...]
@@ -63,6 +84,10 @@ class IslandsView:
     events: tuple = ()
     """Every migration the fold made (engine/selection/island_migration.py MigrationEvent), oldest
     first: when, between which islands, both diversities and the migrants."""
+    axes: tuple[GridAxis, GridAxis] | None = None
+    """The grid's (across, up) axes (grid_axes); None: the default ones."""
+    migration_trigger: str = "diversity"
+    migration_threshold: float = 0.1
 
     @property
     def next_migration_in(self) -> int:
@@ -78,8 +103,11 @@ def island_options(strategy: Mapping[str, Any]) -> Mapping[str, Any] | None:
     return declared(upgrade_stored_strategy(strategy))  # each strategy says whether it runs islands
 
 
-def build_islands_view(strategy: Mapping[str, Any], artifacts: Iterable[Artifact]) -> IslandsView | None:
-    """The islands of a run whose strategy uses them (None for any other strategy)."""
+def build_islands_view(strategy: Mapping[str, Any], artifacts: Iterable[Artifact],
+                       descriptors: Any = None) -> IslandsView | None:
+    """The islands of a run whose strategy uses them (None for any other strategy). `descriptors`:
+    the task's declared grid axes (engine/strategy/descriptors.py Descriptors), as the run's fold
+    uses them; None: the default axes."""
     options = island_options(strategy)
     if options is None:
         return None
@@ -88,7 +116,7 @@ def build_islands_view(strategy: Mapping[str, Any], artifacts: Iterable[Artifact
     from engine.strategy.loongflow import LoongFlowOptions
 
     opts = LoongFlowOptions(**options)
-    settings = IslandSettings(*(getattr(opts, k) for k in ISLAND_KEYS))
+    settings = IslandSettings(*(getattr(opts, k) for k in ISLAND_KEYS), descriptors=descriptors)
     archive = IslandArchive(settings, artifacts)
     state = archive.state()
     views, migrations = [], []
@@ -109,5 +137,7 @@ def build_islands_view(strategy: Mapping[str, Any], artifacts: Iterable[Artifact
             if membership.migrated_from is not None:
                 migrations.append(Migration(aid, membership.migrated_from, i, versions.get(aid, 0)))
     migrations.sort(key=lambda m: (m.version, m.artifact_id, m.from_island, m.to_island))
-    return IslandsView(tuple(views), tuple(migrations), state["count"], settings.migration_interval,
-                       "coverage" if per_instance else "novelty", tuple(archive.migration_log()))
+    feature = "coverage" if per_instance else "novelty"
+    return IslandsView(tuple(views), tuple(migrations), state["count"], settings.migration_interval, feature,
+                       tuple(archive.migration_log()), grid_axes(descriptors, feature),
+                       settings.migration_trigger, settings.migration_threshold)

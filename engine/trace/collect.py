@@ -64,6 +64,11 @@ def replay_environment(run: dict[str, Any], candidates: list[dict[str, Any]]) ->
     }
 
 
+MIGRATION_KEYS = ("pool_version", "at_commit", "from_island", "to_island", "artifact_ids", "trigger",
+                  "from_diversity", "to_diversity", "threshold", "interval", "created_at")
+"""A run's island migrations in the export (the migrations table's columns, schema v9)."""
+
+
 async def collect(store: Store, run_id: str) -> Trace:
     rec = await store.load_run(run_id)
     if rec is None:
@@ -74,6 +79,11 @@ async def collect(store: Store, run_id: str) -> Trace:
            "status": rec.status, "created_at": rec.created_at, "updated_at": rec.updated_at,
            "pool_version": rec.pool_version, "config": rec.config, "counters": rec.counters,
            "summary": rec.summary, "rng_state": rec.rng_state}
+    migrations = await store.fetch_rows("migrations", run_id)
+    if migrations:
+        # EvoTrace v1 has no object type for island events and a migration makes no candidate or
+        # edge (lineage is untouched); the run object, which allows more properties, keeps them.
+        run["island_migrations"] = [{k: m[k] for k in MIGRATION_KEYS} for m in migrations]
     items = await store.fetch_rows("items", run_id)
     item_of_artifact = {str(a["meta"].get("item_id")): a["artifact_id"] for a in rec.artifacts
                         if a.get("meta", {}).get("item_id")}

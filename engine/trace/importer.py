@@ -11,7 +11,7 @@ from typing import Any
 
 from engine.llm.records import CallRecord
 from engine.store.store import Store
-from engine.trace.collect import IMPORTED_KEY
+from engine.trace.collect import IMPORTED_KEY, MIGRATION_KEYS
 from engine.trace.errors import TraceError
 from engine.trace.model import FORMAT, OBJECT_TYPES, SCHEMA_VERSION, Trace
 from engine.trace.textref import BlobReader
@@ -73,6 +73,7 @@ def read_trace(folder: Path) -> Trace:
     if len(data["runs"]) != 1:
         raise TraceError(f"{folder / 'runs.jsonl'}: holds {len(data['runs'])} runs; one is expected")
     run = data["runs"][0][1]
+    _check_migrations(folder, run)
     candidates = []
     for where, row in data["candidates"]:
         candidates.append({**row, "source": blobs.text(row["source"], where)})
@@ -87,6 +88,22 @@ def read_trace(folder: Path) -> Trace:
     return Trace(run=run, candidates=candidates, evaluations=[r for _, r in data["evaluations"]],
                  edges=[r for _, r in data["edges"]], contexts=contexts,
                  replay_environments=[r for _, r in data["replay_environments"]])
+
+
+def _check_migrations(folder: Path, run: dict[str, Any]) -> None:
+    """The run's island_migrations (collect.MIGRATION_KEYS each), when it has any."""
+    found = run.get("island_migrations")
+    if found is None:
+        return
+    where = folder / "runs.jsonl"
+    if not isinstance(found, list) or not all(isinstance(m, dict) for m in found):
+        raise TraceError(f"{where}: island_migrations must be a list of objects (one per migration)")
+    for n, m in enumerate(found):
+        missing = [k for k in MIGRATION_KEYS if k not in m]
+        if missing:
+            raise TraceError(f"{where}: island_migrations[{n}] lacks {', '.join(missing)}")
+        if not isinstance(m["artifact_ids"], list):
+            raise TraceError(f"{where}: island_migrations[{n}].artifact_ids must be a list of candidate ids")
 
 
 def _check_references(folder: Path, data: dict[str, list[tuple[str, dict[str, Any]]]], ids: set[str]) -> None:
@@ -124,6 +141,8 @@ async def write_trace(store: Store, trace: Trace, source: Path) -> str:
     store.update_run(run_id, updated_at=float(run.get("updated_at") or run["created_at"]),
                      pool_version=int(run.get("pool_version") or 0), counters_json=run.get("counters"),
                      summary_json=summary, rng_state_json=run.get("rng_state"))
+    for m in run.get("island_migrations") or ():
+        store.insert_migration(run_id, {k: m[k] for k in MIGRATION_KEYS})
     for c in trace.candidates:
         if c["kind"] == "artifact":
             store.upsert_artifact(run_id, artifact_id=c["candidate_id"], text=c["source"] or "",

@@ -56,10 +56,11 @@ async def _runs(store: Store, args: argparse.Namespace) -> int:
     return 0
 
 
-def _islands(record) -> tuple[list[dict], list[dict]] | None:
+def _islands(record) -> tuple[list[dict], list[dict], list[dict]] | None:
     """The islands of a run whose strategy declares an island archive, rebuilt from the stored
-    artifacts by the same fold the run used (engine/selection/islands.py), so they equal the live
-    run's; None for other strategies."""
+    artifacts by the same fold the run used (engine/selection/islands.py), on the grid axes its
+    task declares (task.toml [[descriptor]], read again as a resume does), so they equal the live
+    run's: (islands, the fold's migrations, the grid's axes); None for other strategies."""
     from engine.strategy.islands_view import island_options
 
     table = dict(record.config.get("strategy") or {})
@@ -68,13 +69,18 @@ def _islands(record) -> tuple[list[dict], list[dict]] | None:
     if options is None:
         return None
     from engine.run.state import artifact_from_row
+    from engine.run.stored_descriptors import stored_descriptors
     from engine.selection.islands import IslandArchive, IslandSettings
     from engine.strategy.boltzmann import island_tau
+    from engine.strategy.islands_view import grid_axes
     from engine.strategy.loongflow import LoongFlowOptions
 
     opts = LoongFlowOptions(**options)
+    descriptors, warning = stored_descriptors(record.task_path)
+    if warning:
+        print(f"evotui: warning: {warning}", file=sys.stderr)
     settings = IslandSettings(opts.islands, opts.migration_interval, opts.migration_share, opts.bins,
-                              opts.population_cap, opts.migration_threshold, opts.migration_trigger)
+                              opts.population_cap, opts.migration_threshold, opts.migration_trigger, descriptors)
     archive = IslandArchive(settings, [artifact_from_row(a) for a in record.artifacts])
     out = []
     for i in range(len(archive)):
@@ -91,8 +97,35 @@ def _islands(record) -> tuple[list[dict], list[dict]] | None:
             "temperature": round(island_tau(archive, i, opts.temperature_rule, opts.tau_base), 4),
             "diversity": round(archive.diversity(i), 4),
         })
-    return out, [{"at": m.at, "from": m.source, "to": m.target, "from_diversity": m.source_diversity,
-                  "to_diversity": m.target_diversity, "migrants": list(m.artifact_ids)} for m in archive.migration_log()]
+    per_instance = all(archive.traits(a.artifact_id).coverage is not None
+                       for i in range(len(archive)) for a in archive.members(i))
+    axes = [{"name": a.name, "binned": a.detail, "bins": a.bins, "declared": descriptors is not None}
+            for a in grid_axes(descriptors, "coverage" if per_instance else "novelty")]
+    return out, [{"at": m.at, "version": m.version, "from": m.source, "to": m.target,
+                  "from_diversity": m.source_diversity, "to_diversity": m.target_diversity,
+                  "migrants": list(m.artifact_ids)} for m in archive.migration_log()], axes
+
+
+def _migration_lines(rows: list[dict], rebuilt: list[dict], shown: int = 6) -> list[str]:
+    """`show`'s migrations: the recorded rows (schema v9), count and the newest few; a run that
+    predates the rows gets the fold's migrations rebuilt from its artifacts, marked as such."""
+    def one(v, src, dst, d_src, d_dst, trigger, ids) -> str:
+        why = f" (D {d_src:.2f} vs {d_dst:.2f})" if trigger == "diversity" else " (interval)"
+        return f"v{v} {src}->{dst}{why}: {', '.join(ids) or 'none new'}"
+
+    if rows:
+        r0 = rows[-1]
+        trigger = (f"diversity differs > {r0['threshold']:g}" if r0["trigger"] == "diversity" else "interval")
+        head = f"{len(rows)} recorded (trigger: {trigger}, checked every {r0['interval']} commits)"
+        last = [one(r["pool_version"], r["from_island"], r["to_island"], r["from_diversity"], r["to_diversity"],
+                    r["trigger"], r["artifact_ids"]) for r in rows[-shown:]]
+    elif rebuilt:
+        head = f"none recorded (the run predates migration rows); {len(rebuilt)} rebuilt from its artifacts"
+        last = [one(m["version"], m["from"], m["to"], m["from_diversity"], m["to_diversity"], "diversity",
+                    m["migrants"]) for m in rebuilt[-shown:]]
+    else:
+        return ["none yet"]
+    return [head, *(f"  {line}" for line in reversed(last))]
 
 
 def _pes_counts(arts: list[dict]) -> dict[str, int]:
@@ -166,10 +199,12 @@ async def _show(store: Store, args: argparse.Namespace) -> int:
     info["restores"] = _restores(record)
     if seed is not None and (seed.get("meta") or {}).get("branched_from"):
         info["branched_from"] = seed["meta"]["branched_from"]
-    islands, migrations = _islands(record) or (None, [])
+    islands, rebuilt, axes = _islands(record) or (None, [], [])
     if islands is not None:
         info["islands"] = islands
-        info["migrations"] = migrations
+        info["grid_axes"] = axes
+        info["migrations"] = await store.fetch_rows("migrations", record.run_id)
+        info["migrations_rebuilt"] = rebuilt
         info["pes"] = _pes_counts(arts)
     if args.json:
         print(json.dumps(info, default=str))
@@ -200,10 +235,12 @@ async def _show(store: Store, args: argparse.Namespace) -> int:
         print(f"{'islands':14} " + "; ".join(
             f"{isl['island']}: best {_fmt_score(isl['best_score'])} ({isl['best_id']}), {isl['size']} members, "
             f"{len(isl['cells'])} cells, tau {isl['temperature']:.2f}" for isl in islands))
-        print(f"{'migrations':14} " + ("; ".join(
-            f"@{m['at']} {m['from']}->{m['to']} (D {m['from_diversity']:.2f} vs {m['to_diversity']:.2f}): "
-            f"{', '.join(m['migrants']) or 'none new'}" for m in migrations[-6:]) or "none yet")
-              + (f" ({len(migrations)} in all)" if len(migrations) > 6 else ""))
+        print(f"{'grid axes':14} " + " x ".join(f"{a['name']} ({a['binned']}" + (f", {a['bins']} bins)" if a["bins"] else ")")
+                                                for a in axes) + (" [task.toml [[descriptor]]]" if axes[0]["declared"] else ""))
+        first, *rest = _migration_lines(info["migrations"], rebuilt)
+        print(f"{'migrations':14} {first}")
+        for line in rest:
+            print(f"{'':14} {line}")
         p = info["pes"]
         print(f"{'pes':14} {p['plans']} plans ({p['plan_fallbacks']} fallbacks), "
               f"{p['summaries']} summaries ({p['summary_fallbacks']} fallbacks)")

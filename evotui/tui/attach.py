@@ -21,6 +21,7 @@ from engine.strategy.islands_view import IslandsView, island_options
 from engine.pipeline.review import PendingReview
 from engine.run.analysis import RunAnalysis
 from engine.run.state import artifact_from_row, change_from_row
+from engine.run.stored_descriptors import stored_descriptors
 from engine.run.snapshot import EngineSnapshot, StoredRun, build_snapshot
 from engine.store.store import Store, StoreError
 from evotui.control import ControlClient, ControlError, snapshot_from_dict, socket_path
@@ -59,6 +60,7 @@ class AttachBackend(Backend):
         self.feed: SnapshotFeed | None = None
         self.problem = ""
         self._islands = IslandsCache()
+        self._descriptors: tuple[Any] | None = None
         self._components = Cached()
 
     @property
@@ -220,7 +222,10 @@ class AttachBackend(Backend):
 
     def islands(self) -> IslandsView | None:
         key = (len(self._artifact_rows), len(self._pool_events))
-        return self._islands.get(key, self._strategy(), lambda: [artifact_from_row(a) for a in self._artifact_rows])
+        if self._descriptors is None and self._row:  # the run's declared grid axes, read once from its task.toml
+            self._descriptors = (stored_descriptors(self._row.get("task_path"))[0],)
+        return self._islands.get(key, self._strategy(), lambda: [artifact_from_row(a) for a in self._artifact_rows],
+                                 self._descriptors[0] if self._descriptors else None)
 
     @property
     def has_components(self) -> bool:

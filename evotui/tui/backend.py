@@ -261,7 +261,8 @@ class LiveBackend(Backend):
 
     def islands(self) -> IslandsView | None:
         pool = self.run.ctx.pool
-        return self._islands.get(pool.version, self.run.ctx.config.strategy.model_dump(), pool.artifacts)
+        return self._islands.get(pool.version, self.run.ctx.config.strategy.model_dump(), pool.artifacts,
+                                 getattr(self.run.ctx.task, "descriptors", None))
 
     @property
     def has_components(self) -> bool:

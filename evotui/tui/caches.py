@@ -30,8 +30,10 @@ class IslandsCache:
         self._key: object = None
         self._view: IslandsView | None = None
 
-    def get(self, key: object, strategy: Mapping[str, Any], artifacts: Callable[[], Iterable[Artifact]]) -> IslandsView | None:
+    def get(self, key: object, strategy: Mapping[str, Any], artifacts: Callable[[], Iterable[Artifact]],
+            descriptors: Any = None) -> IslandsView | None:
+        """descriptors: the task's declared grid axes (engine/strategy/descriptors.py), None: the default."""
         if key != self._key:
-            self._view = build_islands_view(strategy, artifacts())
+            self._view = build_islands_view(strategy, artifacts(), descriptors)
             self._key = key
         return self._view

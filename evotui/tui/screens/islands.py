@@ -13,10 +13,15 @@ from engine.strategy.islands_view import IslandsView
 from evotui.tui.backend import Frame
 from evotui.tui.keymap import ISLANDS_BINDINGS
 from evotui.tui.screens.base import EvoScreen
-from evotui.tui.widgets.islands import heat_map, migrations_text
+from evotui.tui.widgets.islands import grid_size, heat_map, migrations_text
 from evotui.tui.widgets.panels import fmt
 
 COLUMNS = ("island", "size", "best", "score", "τ", "stagnant", "cells")
+
+
+def _cells(island, view: IslandsView) -> int:
+    cols, rows = grid_size(island, view.axes)
+    return cols * rows
 
 
 class IslandsScreen(EvoScreen):
@@ -27,10 +32,12 @@ The run's island ring (loongflow; contextevolve with `selection = "islands"`). T
 each island's members (seed and migrants included), its best, its adaptive Boltzmann
 temperature τ (higher: flatter parent choice), commits since its best last rose and its occupied
 MAP-Elites cells. Below: the selected island's grid, text length across and novelty (programs)
-or coverage (per-example scores) up, each occupied cell with its elite's score, shaded from the
-island's lowest to its highest (the best in bold); beside it the migrations, newest first,
-those seen while this screen was open marked `new` with the pool version. **]** / **[** or the
-arrow keys select an island.
+or coverage (per-example scores) up, or the axes the task declares (`[[descriptor]]` in
+task.toml), each occupied cell with its elite's score, shaded from the island's lowest to its
+highest (the best in bold); beside it the migrations, newest first, those seen while this
+screen was open marked `new` with the pool version, and under them each migration the run
+recorded: its pool version, the islands, what triggered it (the two islands' diversity against
+the threshold, or the interval) and the migrants. **]** / **[** or the arrow keys select an island.
 """
 
     def __init__(self) -> None:
@@ -68,7 +75,7 @@ arrow keys select an island.
         self.view = view
         table = self.query_one("#islands-table", DataTable)
         rows = [(str(i.index), str(i.size), i.best_id or "-", fmt(i.best_score), f"{i.temperature:.2f}",
-                 str(i.stagnant_for), f"{len(i.cells)}/{i.bins * i.bins}") for i in view.islands]
+                 str(i.stagnant_for), f"{len(i.cells)}/{_cells(i, view)}") for i in view.islands]
         if table.row_count != len(rows):
             table.clear()
             for n, row in enumerate(rows):
@@ -91,7 +98,7 @@ arrow keys select an island.
         if shown == self._shown:
             return
         self._shown = shown
-        self.query_one("#island-grid", Static).update(heat_map(island, view.feature))
+        self.query_one("#island-grid", Static).update(heat_map(island, view.feature, view.axes))
         self.query_one("#migrations", Static).update(
             migrations_text(view, self._seen_at, self._opened_at or 0))
 
