@@ -23,7 +23,7 @@ import time
 from engine import components
 from engine.components.versions import VersionIndex
 from engine.context import RunContext
-from engine.items import WorkItem
+from engine.items import Proposal, WorkItem
 from engine.strategy.protocols import Strategy
 
 EXCERPT = 300
@@ -54,14 +54,15 @@ class Audit:
         """Reflect, select and improve rows of a proposal that is over (made or failed)."""
         if not self.strategy.audited:
             return
-        chosen = item.payload.get("component_choice") or [None, "one-string artifact"]
+        made = item.proposal or Proposal()
+        chosen = made.component_choice or [None, "one-string artifact"]
         evidence = [{"example_id": t.get("example_id"), "score": t.get("score"), "feedback": _cut(t.get("feedback")),
                      "output": _cut(t.get("output"))} for t in (item.rollout.traces if item.rollout else None) or []]
         hypothesis = _cut(_FENCED.sub("", reply or "").strip(), 600)
         self.record(item, "reflect", "observed", component=chosen[0], evidence=evidence, hypothesis=hypothesis,
                    parent_id=item.parent_id)
         self.record(item, "select", "selected", chosen[1], component=chosen[0])
-        child = item.payload.get("child")
+        child = made.child
         if child is None:
             self.record(item, "improve", "failed", item.why("proposal failed"), component=chosen[0])
             return
@@ -69,7 +70,7 @@ class Audit:
         proposal = dict(diffs) if diffs is not None else {"text": "\n".join(difflib.unified_diff(
             parent_text.splitlines(), child.splitlines(), "parent", "child", lineterm=""))}
         self.record(item, "improve", "made", component=chosen[0], proposal=proposal,
-                   changed=item.payload.get("changed_components", []))
+                   changed=made.changed_components if made.changed_components is not None else [])
 
     def evaluation(self, item: WorkItem, passed: bool, reason: str = "") -> None:
         if not self.strategy.audited:
@@ -102,5 +103,5 @@ class Audit:
 
     @staticmethod
     def _audited_component(item: WorkItem) -> str | None:
-        chosen = item.payload.get("component_choice")
+        chosen = item.proposal.component_choice if item.proposal is not None else None
         return chosen[0] if chosen else None

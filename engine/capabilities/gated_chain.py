@@ -107,8 +107,8 @@ class GatedChain:
         link = item.chain
         assert link is not None, "a chain item without its chain link"
         if link.gated:  # resumed after its gate (its successor exists): validation is left
-            return await self._validate_head(item, item.payload["child"])
-        head, child = self.head_text(item), item.payload["child"]
+            return await self._validate_head(item, item.proposal.child)
+        head, child = self.head_text(item), item.proposal.child
         # The minibatch drawn at the step's start (kept on the item, so a resume reuses it).
         nxt = (item.gate.next_mb if item.gate is not None else None) or ctx.sampler.next()
         item.gate = replace(item.gate or GateScores(), next_mb=nxt)
@@ -147,9 +147,9 @@ class GatedChain:
             if rebased is None:
                 reason = "passed its gate but does not apply to the newer head (a conflict, or the edit is there)"
             else:
-                item.payload["rebased"] = {"from_seq": link.head_seq, "to_seq": ch.seq,
-                                           "from_parent": item.parent_id, "mechanical": True}
-                child = item.payload["child"] = rebased
+                child = item.amend_proposal(rebased={"from_seq": link.head_seq, "to_seq": ch.seq,
+                                                     "from_parent": item.parent_id, "mechanical": True},
+                                            child=rebased).child
                 ctx.staleness_counts["chain_rebase"] += 1
         self._count_step(collided=reason.startswith("passed its gate"))
         if reason:

@@ -57,15 +57,14 @@ class ProgramChain:
         if link is None or ch.seq == link.head_seq:
             return ""
         head = self._head()
-        merged = merge.three_way(link.head_text, item.payload["child"], head.text)
+        merged = merge.three_way(link.head_text, item.proposal.child, head.text)
         if merged is None:
             self.ctx.staleness_counts["chain_unjoinable"] += 1
             self._step(collided=True)
             return "does not apply to the newer head (a conflict, or the edit is there); not evaluated"
-        item.payload["rebased"] = {"from_seq": link.head_seq, "to_seq": ch.seq, "from_parent": item.parent_id,
-                                   "mechanical": True}
-        item.payload["child"] = merged
-        item.payload["diff"] = unified_diff(head.text, merged, head.artifact_id, "child")
+        item.amend_proposal(rebased={"from_seq": link.head_seq, "to_seq": ch.seq, "from_parent": item.parent_id,
+                                     "mechanical": True},
+                            child=merged, diff=unified_diff(head.text, merged, head.artifact_id, "child"))
         item.parent_id = head.artifact_id
         link.head_text, link.head_seq = head.text, ch.seq
         self.ctx.staleness_counts["chain_rebase"] += 1

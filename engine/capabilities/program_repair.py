@@ -99,8 +99,8 @@ def build_request(best: Artifact, parent: Artifact, item: WorkItem, pool_version
     """changes: (version, committed artifact, its parent's score) since the item's version, oldest first."""
     chars = {k: int(v * budget_tokens * 4) for k, v in SHARES.items()}
     fence = language.fence
-    child = item.payload["child"]
-    diff = item.payload.get("diff") or unified_diff(parent.text, child, parent.artifact_id, "proposal")
+    child = item.proposal.child
+    diff = item.proposal.diff or unified_diff(parent.text, child, parent.artifact_id, "proposal")
     mechanical = _mechanical(parent.text, child, best, parent.artifact_id)
     parts = [f"## Task\n{clip(description.strip(), 1000)}\n"] if description else []
     parts.append(f"## Current best program ({best.artifact_id}, combined_score {best.val_mean:.6g}; pool version "
@@ -155,7 +155,7 @@ class ProgramRepair:
         pool = self.host.ctx.pool
         if item.parent_id in pool and pool.get(item.parent_id).status == "removed":
             return f"parent {item.parent_id} was removed from the pool"
-        digest = program_hash(item.payload["child"])
+        digest = program_hash(item.proposal.child)
         if any(program_hash(art.text) == digest for _, art, _ in changes):
             return "an identical program was committed since"
         return ""
@@ -202,12 +202,12 @@ class ProgramRepair:
                   "omitted": shown.omitted, "mechanical": shown.mechanical, "llm": True}
         kept = self._decide(item, gap, verdict, reason or verdict, detail, tokens=item.tokens - tokens_before)
         if kept is not None and verdict == "patch":
-            item.payload["rebased"] = {"from_parent": item.parent_id, "from_version": item.created_version,
-                                       "to_version": pool.version, "mechanical": False}
+            # rebase_checked: _patch ran the filters, evaluate must not count it a duplicate of itself
+            item.amend_proposal(rebased={"from_parent": item.parent_id, "from_version": item.created_version,
+                                         "to_version": pool.version, "mechanical": False},
+                                child=patched, diff=unified_diff(best.text, patched, best.artifact_id, "child"),
+                                rebase_checked=True)
             item.parent_id = best.artifact_id
-            item.payload["child"] = patched
-            item.payload["diff"] = unified_diff(best.text, patched, best.artifact_id, "child")
-            item.payload["rebase_checked"] = True  # _patch ran the filters: evaluate must not count it a duplicate of itself
         return kept
 
     def _patch(self, best: Artifact, tail: str, reason: str) -> tuple[str, str, str | None]:

@@ -23,7 +23,7 @@ class RepairHost(Protocol):
 
 
 class ReflectiveRepair:
-    """The reflect stage of a kind whose candidates are texts in `item.payload["child"]` (a prompt
+    """The reflect stage of a kind whose candidates are texts in `item.proposal.child` (a prompt
     or a rendering of named components)."""
 
     def __init__(self, host: RepairHost) -> None:
@@ -41,7 +41,7 @@ class ReflectiveRepair:
             before = ctx.pool.get(art.parent_ids[0]).text if art.parent_ids else ""
             changes.append((ch.version, art.artifact_id, art.val_mean, before, art.text))
         messages = reflection.build_reflect_messages(
-            best.text, parent.text, item.payload["child"], item.created_version, ctx.pool.version, changes
+            best.text, parent.text, item.proposal.child, item.created_version, ctx.pool.version, changes
         )
         tokens_before = item.tokens
         patched = None
@@ -69,8 +69,7 @@ class ReflectiveRepair:
             return None
         item.reflected_at = ctx.pool.version
         if verdict == "patch":
-            item.payload["rebased"] = {"from_parent": item.parent_id, "from_version": item.created_version,
-                                       "to_version": ctx.pool.version}
+            item.amend_proposal(rebased={"from_parent": item.parent_id, "from_version": item.created_version,
+                                         "to_version": ctx.pool.version}, child=patched)
             item.parent_id = best.artifact_id
-            item.payload["child"] = patched
         return item

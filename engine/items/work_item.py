@@ -1,18 +1,18 @@
 """Queue items: one attempt of one evolution step as it moves through the stages.
 
 An item's kind is a typed field with typed sub-records (a merge's parents, a chain link, a
-speculative pool entry), never a payload key to test for. `payload` keeps what stages produce
-(traces, the child text, scores). Stored rows keep the old flat payload layout, so items saved
-by earlier releases resume unchanged.
+speculative pool entry), never a payload key to test for; what its stages produce travels as
+typed products (engine/items/products.py) and its course through the pipeline as typed fields.
+Stored rows keep the old flat payload layout, so items saved by earlier releases resume unchanged.
 """
 
 from __future__ import annotations
 
 import contextvars
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
-from engine.items.products import GateScores, Rollout, Validation, from_stored, to_stored
+from engine.items.products import GateScores, Proposal, Rollout, Validation, from_stored, stored_keys, to_stored
 
 ItemKind = Literal["proposal", "merge"]
 
@@ -91,6 +91,8 @@ class WorkItem:
     stage: str
     created_at: float
     payload: dict = field(default_factory=dict)
+    """Stored keys no typed field holds: records not typed yet and keys written by another
+    release (kept, so a resume writes them back). A typed key here is refused (to_payload)."""
     enqueued_at: float = 0.0
     tokens: int = 0
     """Tokens spent on this item so far (wasted if it is discarded)."""
@@ -120,6 +122,7 @@ class WorkItem:
     """The artifact it committed."""
     # -- the stages' typed products (engine/items/products.py) -----------------------------
     rollout: Rollout | None = None
+    proposal: Proposal | None = None
     gate: GateScores | None = None
     validation: Validation | None = None
 
@@ -142,11 +145,21 @@ class WorkItem:
         if reason:
             self.reason = reason
 
+    def amend_proposal(self, **changes) -> Proposal:
+        """Its proposal with `changes` (field names of Proposal), made if there was none yet."""
+        self.proposal = replace(self.proposal or Proposal(), **changes)
+        return self.proposal
+
     def why(self, default: str) -> str:
         """Its reason, or `default` when none was given."""
         return self.reason if self.reason is not None else default
 
     def to_payload(self) -> dict:
+        """The flat stored layout (engine/store): the typed fields under the keys earlier releases used."""
+        typed = TYPED_KEYS.intersection(self.payload)
+        if typed:  # a writer that still uses the payload for a typed product would be read back wrong
+            raise ValueError(f"item {self.item_id}: payload keys {sorted(typed)} are typed fields now "
+                             "(engine/items/products.py); set them there")
         out = {"minibatch": self.minibatch, "tokens": self.tokens, **self.payload}
         if self.merge is not None:
             out["merge"] = self.merge.to_dict()
@@ -165,7 +178,7 @@ class WorkItem:
         return out
 
     def _products(self) -> list:
-        return [p for p in (self.rollout, self.gate, self.validation) if p is not None]
+        return [p for p in (self.rollout, self.proposal, self.gate, self.validation) if p is not None]
 
     @classmethod
     def from_row(cls, row: dict) -> "WorkItem":
@@ -178,7 +191,8 @@ class WorkItem:
         m = payload.pop("merge", None)
         s = payload.pop("speculative", None)
         tags = dict(payload.pop("selection", None) or {})
-        products = {"rollout": from_stored(Rollout, payload), "gate": from_stored(GateScores, payload),
+        products = {"rollout": from_stored(Rollout, payload), "proposal": from_stored(Proposal, payload),
+                    "gate": from_stored(GateScores, payload),
                     "validation": from_stored(Validation, payload)}
         log = {attr: payload.pop(key) for attr, key in LOG_KEYS.items() if key in payload}
         return cls(
@@ -203,3 +217,7 @@ LOG_KEYS = {"outcome": "outcome", "reason": "reason", "charged": "proposal", "ga
             "started_at": "started_at", "parked_at": "parked_at", "reviewed": "reviewed",
             "reflected_at": "reflected_at", "parent_removed": "parent_removed", "artifact_id": "artifact_id"}
 """WorkItem attribute -> its key in the stored payload (unset ones are not stored)."""
+
+TYPED_KEYS = frozenset({"minibatch", "tokens", "merge", "speculative", "selection", *ChainLink.KEYS, *LOG_KEYS.values(),
+                        *(key for cls in (Rollout, Proposal, GateScores, Validation) for key in stored_keys(cls))})
+"""Stored keys that typed fields hold: never left in `payload`."""

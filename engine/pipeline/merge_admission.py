@@ -11,7 +11,7 @@ import time
 
 from engine.costs.budget import Reservation
 from engine.context import RunContext
-from engine.items import MergeOf, WorkItem
+from engine.items import MergeOf, Proposal, WorkItem
 from engine.pipeline.spec import SearchHandlers
 from engine.selection import merge
 
@@ -62,6 +62,6 @@ class MergeAdmission:
         ctx.tally.merges_tried += 1
         item = WorkItem(item_id=ctx.next_item_id(), created_version=ctx.pool.version, parent_id=found["ours"],
                         minibatch=found["minibatch"], stage=self._merge_at, created_at=time.time(),
-                        payload={"child": found["text"]},
+                        proposal=Proposal(child=found["text"]),
                         merge=MergeOf(found["ours"], found["theirs"], found["base"]))
         return item, reservation

@@ -82,7 +82,7 @@ class ReviewGates:
                     parent_id=item.parent_id,
                     # A chain item is made from its head, which may not be a pool artifact yet.
                     parent_text=item.chain.head_text if item.chain is not None else (parent.text if parent else ""),
-                    child_text=str(item.payload.get("child", "")),
+                    child_text=str(item.proposal.child if item.proposal is not None else ""),
                     parked_at=float(item.parked_at if item.parked_at is not None else 0.0),
                 )
             )
@@ -114,8 +114,7 @@ class ReviewGates:
                                   "text with another text's scores (approve or reject it)")
             if edited_text is None or not edited_text.strip():
                 raise ReviewError("an edit needs the edited text; empty text is not a proposal")
-            item.payload["child"] = edited_text.strip()
-            item.payload["edited"] = True
+            item.amend_proposal(child=edited_text.strip(), edited=True)
         del self._pending[item_id]
         self.ctx.store.insert_review(
             self.ctx.run_id, item_id=item_id, gate=gate, decision=decision, reason=reason or None,

@@ -196,8 +196,7 @@ class AdapterStages(PinnedParents, ExampleKindMixin, KindHandlers):
             dataset = await self._reflective_dataset(candidate, batch, target)
             child, reason = await self._new_text(item, candidate, parts, target, dataset)
         if child is not None:
-            item.payload["child"] = child
-            item.payload["changed_components"] = [target]
+            item.amend_proposal(child=child, changed_components=[target])
         else:
             item.reason = reason
         self.recorder.charge_proposal(item, made=child is not None)
@@ -250,7 +249,7 @@ class AdapterStages(PinnedParents, ExampleKindMixin, KindHandlers):
     async def evaluate(self, item: WorkItem) -> WorkItem | None:
         ctx = self.ctx
         parent = ctx.pool.get(item.parent_id)
-        parts = components.parse_rendering(item.payload["child"], parent.parts)
+        parts = components.parse_rendering(item.proposal.child, parent.parts)
         if parts is None:  # a reflective repair lost the headings (it refuses that; kept as a guard)
             self.reject(item, "the candidate no longer has its parent's components")
             return None
@@ -275,7 +274,7 @@ class AdapterStages(PinnedParents, ExampleKindMixin, KindHandlers):
             if refused is not None:
                 self.reject(item, f"minibatch gate: {refused}")
                 return None
-        await self.validate(item, item.payload["child"], None)
+        await self.validate(item, item.proposal.child, None)
         return item
 
     # -- what the chain asks of a kind (engine/capabilities/gated_chain.py: ChainHost) ------------
@@ -335,13 +334,13 @@ class AdapterStages(PinnedParents, ExampleKindMixin, KindHandlers):
             item.end("accepted")
             return None
         parent = self.ctx.pool.get(item.parent_id)
-        parts = components.parse_rendering(item.payload["child"], parent.parts)
+        parts = components.parse_rendering(item.proposal.child, parent.parts)
         assert parts is not None  # evaluate checked it
         artifact_id = f"a{item.item_id[1:]}"
         meta = {**self.artifact_meta(item), "changed_components": components.changed(parent.parts, parts),
-                "next_component": item.payload.get("next_component", 0),
-                **({"rebased": item.payload["rebased"]} if "rebased" in item.payload else {})}
-        art = Artifact(artifact_id=artifact_id, text=item.payload["child"], parent_ids=merge.parent_ids(item),
+                "next_component": item.proposal.next_component or 0,
+                **({"rebased": item.proposal.rebased} if item.proposal.rebased is not None else {})}
+        art = Artifact(artifact_id=artifact_id, text=item.proposal.child, parent_ids=merge.parent_ids(item),
                        created_version=0, val_scores=item.validation.val, created_at=time.time(), meta=meta,
                        components=parts)
         self.ledger.commit(item, art, item.validation.val_feedback)

@@ -57,14 +57,14 @@ class ExampleKindMixin:
         """(child rendering, changed names, "") with every refused component update (a frozen
         region dropped or altered, the type's syntax broken) put back to the parent's text, or
         (None, [], why) when no change is left. Each refusal is counted in the tally's
-        fail_reasons as "component refused: <why>" and listed in item.payload["refused_components"]
+        fail_reasons as "component refused: <why>" and listed in the item's proposal (refused_components)
         (the child's meta keeps it)."""
         kept, left, refused = components.enforce_rendering(parts, child)
         if not refused:
             return child, changed, ""
         for key, _ in refused.values():
             self.ctx.tally.fail_reasons[f"component refused: {key}"] += 1
-        item.payload["refused_components"] = {name: message for name, (_, message) in refused.items()}
+        item.amend_proposal(refused_components={name: message for name, (_, message) in refused.items()})
         if kept is None:
             return None, [], "component update refused: " + "; ".join(m for _, m in refused.values())
         return kept, left, ""
@@ -92,7 +92,7 @@ class ExampleKindMixin:
         pid = parent.artifact_id
         k = self._next_component.get(pid, int(parent.meta.get("next_component", 0)))
         self._next_component[pid] = k + 1
-        item.payload["next_component"] = k + 1
+        item.amend_proposal(next_component=k + 1)
         return names[k % len(names)]
 
     def choose_component(self, names: Sequence[str], turn: str, item: WorkItem) -> str:
@@ -101,5 +101,5 @@ class ExampleKindMixin:
         if choice is None:
             return turn
         name, why = choice(list(names), list((item.rollout.traces if item.rollout is not None else None) or []), turn)
-        item.payload["component_choice"] = [name, why]
+        item.amend_proposal(component_choice=[name, why])
         return name

@@ -227,19 +227,18 @@ class ProgramStages(KindHandlers):
             reason = f"patch failed: {errors[0]}"
             if attempt < s.max_patch_retries:
                 ctx.program.patch_retries += 1
-                item.payload["patch_retries"] = attempt + 1
+                item.amend_proposal(patch_retries=attempt + 1)
                 messages = prompt.retry_messages(messages, res.text, errors, s.patch_format)
         if child is not None and self.strategy.executor is not None:
             # The strategy's executor checks the candidate locally and repairs it (executor_fix.py).
             fixed = await fix_locally(ctx, self.strategy.executor, parent.text, parent.val_mean, messages, res.text,
                                       child, s.patch_format, self.task.language, self.task.path)
-            item.payload["executor_fix"] = fixed.record
+            item.amend_proposal(executor_fix=fixed.record)
             if fixed.record["outcome"] in ("repaired", "failed"):
                 self.filters.counts[f"executor_{fixed.record['outcome']}"] += 1
             child, reason = fixed.child, fixed.reason or reason
         if child is not None:
-            item.payload["child"] = child
-            item.payload["diff"] = unified_diff(parent.text, child, parent.artifact_id, "child")
+            item.amend_proposal(child=child, diff=unified_diff(parent.text, child, parent.artifact_id, "child"))
         else:
             item.reason = reason
         # Charged once the LLM work is over, with its row: a kill before this redoes it, never twice.
@@ -264,7 +263,7 @@ class ProgramStages(KindHandlers):
     # -- validate / evaluate / update -------------------------------------------------------
     async def validate(self, item: WorkItem) -> WorkItem | None:
         parent = self.ctx.pool.get(item.parent_id)
-        child = item.payload["child"]
+        child = item.proposal.child
         verdict = self.filters.check(parent.text, child,
                                      None if self.guard == "off" else lambda: self._cycling(item, parent, child))
         if not verdict.passed:
@@ -298,13 +297,13 @@ class ProgramStages(KindHandlers):
     def _rebase(self, item: WorkItem) -> str:
         """mode chain: the candidate on the newest head, checked again ("" when it may go on)."""
         reason = self.chain.rebase(item) if self.chain is not None else ""
-        if reason or "rebased" not in item.payload or item.payload.get("rebase_checked"):
+        if reason or item.proposal.rebased is None or item.proposal.rebase_checked:
             return reason
-        item.payload["rebase_checked"] = True
-        verdict = self.filters.check(self.ctx.pool.get(item.parent_id).text, item.payload["child"])
+        item.amend_proposal(rebase_checked=True)
+        verdict = self.filters.check(self.ctx.pool.get(item.parent_id).text, item.proposal.child)
         if not verdict.passed:
             return f"rebased onto the newer head: filter {verdict.kind}: {verdict.reason}"
-        self.filters.remember(item.payload["child"])
+        self.filters.remember(item.proposal.child)
         return ""
 
     async def evaluate(self, item: WorkItem) -> WorkItem | None:
@@ -316,7 +315,7 @@ class ProgramStages(KindHandlers):
             item.end("rejected", unjoinable)
             return None
         ctx.bus.publish(ev.EvaluationStart(item_id=item.item_id, split="program", n_examples=1))
-        res = await self.run_evaluation(item.payload["child"])
+        res = await self.run_evaluation(item.proposal.child)
         item.payload["eval_s"] = round(res.duration_s, 3)
         if not res.ok:
             tail = " | ".join(res.stderr_tail.strip().splitlines()[-4:])[-600:]
@@ -354,15 +353,16 @@ class ProgramStages(KindHandlers):
     async def update(self, item: WorkItem) -> None:
         artifact_id = f"a{item.item_id[1:]}"
         art = Artifact(
-            artifact_id=artifact_id, text=item.payload["child"],
+            artifact_id=artifact_id, text=item.proposal.child,
             parent_ids=merge.parent_ids(item),
             created_version=0,
             val_scores={SCORE_KEY: item.payload["score"]}, created_at=time.time(),
             meta={**self.artifact_meta(item), "metrics": item.payload["metrics"],
-                  "feedback": item.payload["feedback"], "diff": prompt.clip(item.payload.get("diff", ""), 4000),
-                  "patch_format": self.settings.patch_format, "patch_retries": item.payload.get("patch_retries", 0),
+                  "feedback": item.payload["feedback"], "diff": prompt.clip(item.proposal.diff or "", 4000),
+                  "patch_format": self.settings.patch_format, "patch_retries": item.proposal.patch_retries or 0,
                   "eval_s": item.payload.get("eval_s"),
-                  **{k: item.payload[k] for k in ("recycled_lines", "raw_score", "executor_fix") if k in item.payload}},
+                  **{k: item.payload[k] for k in ("recycled_lines", "raw_score") if k in item.payload},
+                  **({"executor_fix": item.proposal.executor_fix} if item.proposal.executor_fix is not None else {})},
         )
         self.ledger.commit(item, art)  # counted and announced there
         item.artifact_id = artifact_id

@@ -241,7 +241,7 @@ class PromptStages(PinnedParents, ExampleKindMixin, KindHandlers):
                 if child is not None:
                     child, changed, reason = self.enforce_component_rules(parts, child, changed, item)
                 if child is not None:
-                    item.payload["changed_components"] = changed
+                    item.amend_proposal(changed_components=changed)
             else:
                 child = reflection.parse_instructions(res.text)
                 if child is None:
@@ -252,7 +252,7 @@ class PromptStages(PinnedParents, ExampleKindMixin, KindHandlers):
             stop_if_fatal(exc)
             reason = f"LLM error: {exc.kind}"
         if child is not None:
-            item.payload["child"] = child
+            item.amend_proposal(child=child)
         else:
             item.reason = reason
         # Charged once the call is over: a proposal cut short by a stop is redone, not paid twice.
@@ -279,7 +279,7 @@ class PromptStages(PinnedParents, ExampleKindMixin, KindHandlers):
             await self.spec_rollout.join(item)
         if self.chain is not None and not item.is_merge:
             return await self.chain.evaluate(item)
-        child = item.payload["child"]
+        child = item.proposal.child
         if not self.strategy.acceptance.gated:
             self.record_validation(item, await self.full_validation(item, child))
             return item
@@ -382,13 +382,13 @@ class PromptStages(PinnedParents, ExampleKindMixin, KindHandlers):
         parts, part_meta = self.child_components(item)
         art = Artifact(
             artifact_id=artifact_id,
-            text=item.payload["child"],
+            text=item.proposal.child,
             parent_ids=merge.parent_ids(item),
             created_version=0,
             val_scores=item.validation.val,
             created_at=time.time(),
             meta={**self.artifact_meta(item),
-                  **({"rebased": item.payload["rebased"]} if "rebased" in item.payload else {}), **part_meta},
+                  **({"rebased": item.proposal.rebased} if item.proposal.rebased is not None else {}), **part_meta},
             components=parts,
         )
         self.ledger.commit(item, art, item.validation.val_feedback)
@@ -405,13 +405,13 @@ class PromptStages(PinnedParents, ExampleKindMixin, KindHandlers):
         parent = self.ctx.pool.get(item.parent_id)
         if parent.components is None:
             return None, {}
-        parts = components.parse_rendering(item.payload["child"], parent.components)
+        parts = components.parse_rendering(item.proposal.child, parent.components)
         if parts is None:
             return None, {"components_lost": "the text no longer has its parent's component headings"}
         meta: dict = {"changed_components": components.changed(parent.components, parts)}
         for key in ("next_component", "refused_components"):
-            if key in item.payload:
-                meta[key] = item.payload[key]
+            if getattr(item.proposal, key) is not None:
+                meta[key] = getattr(item.proposal, key)
         return parts, meta
 
     def _accepted(self, item: WorkItem, artifact_id: str) -> None:

@@ -27,7 +27,7 @@ import random
 from typing import Awaitable, Callable, Mapping
 
 from engine.context import RunContext, stop_if_fatal
-from engine.items import WorkItem
+from engine.items import Proposal, WorkItem
 from engine.llm.errors import LLMError
 from engine.llm.shrink import middle_out
 from engine.pipeline.spec import StageSpec
@@ -77,7 +77,8 @@ class KindEnv:
 def _ended(item: WorkItem, outcome: str, reason: str) -> EndedItem:
     """One constructor for a live item and its stored row, so both tell the strategy the same."""
     notes = item.payload.get("notes")
-    child, diff = item.payload.get("child"), item.payload.get("diff")
+    proposal = item.proposal or Proposal()
+    child, diff = proposal.child, proposal.diff
     return EndedItem(item_id=item.item_id, parent_id=item.parent_id, created_version=item.created_version,
                      outcome=outcome, reason=reason, merge=item.is_merge,
                      child=child if isinstance(child, str) else None, diff=diff if isinstance(diff, str) else None,
@@ -109,7 +110,7 @@ def stage_specs(stages: tuple[StrategyStage, ...], when: str, env: KindEnv,
 
 def _view(item: WorkItem, env: KindEnv, child_score: Callable[[WorkItem], float | None], **kw) -> StageView:
     base = dict(item_id=item.item_id, parent=env.ctx.pool.get(item.parent_id), pool_version=item.created_version,
-                notes=dict(item.payload.get("notes") or {}), child=item.payload.get("child"),
+                notes=dict(item.payload.get("notes") or {}), child=item.proposal.child if item.proposal is not None else None,
                 child_score=child_score(item))
     return StageView(**{**base, **kw})
 

@@ -17,7 +17,7 @@ from engine.code import cycling
 from engine.config import BudgetConfig, RunConfig
 from engine.context import Tally
 from engine.events import EventBus
-from engine.items import WorkItem
+from engine.items import Proposal, WorkItem
 from engine.pool import Artifact, Pool
 from engine.run.state import ProgramCounters
 from engine.sandbox import EvalResult
@@ -132,9 +132,7 @@ RECYCLING = program("y = x * 2.5", "y = y + 1.0", "w = fresh_helper(y)", "y = w 
 
 
 def item_with(child: str) -> WorkItem:
-    item = WorkItem("i000009", 2, "a2", [], "validate", 0.0)
-    item.payload["child"] = child
-    return item
+    return WorkItem("i000009", 2, "a2", [], "validate", 0.0, proposal=Proposal(child=child))
 
 
 async def test_reject_fails_at_validate_and_counts():

@@ -9,7 +9,7 @@ from dataclasses import FrozenInstanceError
 
 import pytest
 
-from engine.items import GateScores, Rollout, Validation, WorkItem
+from engine.items import GateScores, Proposal, Rollout, Validation, WorkItem
 
 # A prompt item as the previous release stored it, mid-way (validated, awaiting update), with a
 # key no release knows (written by a newer one): it must come back too.
@@ -79,6 +79,29 @@ def test_an_old_row_reads_into_the_items_course() -> None:
     program = WorkItem.from_row(_row(OLD_CHAIN_PROGRAM_PAYLOAD))
     assert (program.parent_removed, program.artifact_id, program.reason) == ("a000004", "a000009", "kept for the record")
     assert program.gaps == {} and "gaps" not in program.to_payload()
+
+
+def test_an_old_row_reads_into_the_proposal() -> None:
+    prompt = WorkItem.from_row(_row(OLD_PROMPT_PAYLOAD))
+    assert prompt.proposal == Proposal(child="## system\nBe careful.", changed_components=["system"], next_component=3,
+                                       component_choice=["system", "blamed for e3"],
+                                       refused_components={"tools": "frozen region altered"},
+                                       rebased=OLD_PROMPT_PAYLOAD["rebased"], edited=True)
+    program = WorkItem.from_row(_row(OLD_CHAIN_PROGRAM_PAYLOAD))
+    assert program.proposal == Proposal(child="x = 2\n", diff="-x = 1\n+x = 2", patch_retries=1,
+                                        executor_fix={"outcome": "repaired", "rounds": 1},
+                                        rebased={"from_seq": 1, "to_seq": 2}, rebase_checked=True)
+    assert program.chain is not None and program.chain.gated and program.chain.head_seq == 2
+
+
+def test_a_typed_key_left_in_the_payload_is_refused_not_saved_twice() -> None:
+    item = WorkItem("i000001", 1, "a000001", [], "evaluate", 0.0, payload={"child": "x = 1\n"})
+    with pytest.raises(ValueError, match=r"payload keys \['child'\] are typed fields"):
+        item.to_payload()
+    item.payload.clear()
+    item.amend_proposal(child="x = 1\n")
+    item.amend_proposal(diff="+x = 1")
+    assert item.to_payload() == {"minibatch": [], "tokens": 0, "child": "x = 1\n", "diff": "+x = 1"}
 
 
 def test_products_are_frozen_and_a_missing_field_is_a_missing_key() -> None:

@@ -8,7 +8,7 @@ from collections import Counter
 from types import SimpleNamespace
 
 from engine.capabilities.program_chain import ProgramChain
-from engine.items import WorkItem
+from engine.items import Proposal, WorkItem
 from engine.pool import Artifact, Pool
 from engine.run.state import ChainState
 from engine.steering.state import SteeringState
@@ -65,13 +65,13 @@ def test_steps_start_from_the_head_and_a_better_commit_moves_it():
 
 def test_an_edit_made_on_an_older_head_is_merged_onto_the_newer_one_before_its_evaluation():
     ctx, chain, two = _two_steps_then_a_new_head()
-    two.payload["child"] = BASE.replace("c = 3", "c = 9")
+    two.proposal = Proposal(child=BASE.replace("c = 3", "c = 9"))
     assert chain.rebase(two) == ""
-    assert two.payload["child"].strip() == BASE.replace("a = 1", "a = 5").replace("c = 3", "c = 9").strip()
-    assert two.parent_id == "a000001" and two.payload["rebased"]["from_seq"] == 0
+    assert two.proposal.child.strip() == BASE.replace("a = 1", "a = 5").replace("c = 3", "c = 9").strip()
+    assert two.parent_id == "a000001" and two.proposal.rebased["from_seq"] == 0
     assert ctx.staleness_counts["chain_rebase"] == 1
     # Evaluated on the merged program, committed above the head: both edits are in the new head.
-    _commit(ctx, "a000002", two.payload["child"], 0.8)
+    _commit(ctx, "a000002", two.proposal.child, 0.8)
     chain.committed(two, "a000002", 0.8)
     assert "a = 5" in ctx.chain.head_text and "c = 9" in ctx.chain.head_text
 
@@ -79,7 +79,7 @@ def test_an_edit_made_on_an_older_head_is_merged_onto_the_newer_one_before_its_e
 def test_an_edit_the_newer_head_already_holds_is_turned_away_unevaluated():
     ctx, chain, two = _two_steps_then_a_new_head(chains=4, chains_min=2)
     ctx.chain.count = 3
-    two.payload["child"] = BASE.replace("a = 1", "a = 5")  # the same edit, made by the other chain
+    two.proposal = Proposal(child=BASE.replace("a = 1", "a = 5"))  # the same edit, made by the other chain
     reason = chain.rebase(two)
     assert reason.startswith("does not apply to the newer head")
     assert ctx.staleness_counts["chain_unjoinable"] == 1 and ctx.chain.count == 2  # a collision takes a chain away
@@ -90,5 +90,5 @@ def test_a_fresh_step_needs_no_rebase():
     chain = ProgramChain(ctx)
     one = _item(1)
     chain.start(one)
-    one.payload["child"] = BASE.replace("b = 2", "b = 4")
-    assert chain.rebase(one) == "" and "rebased" not in one.payload
+    one.proposal = Proposal(child=BASE.replace("b = 2", "b = 4"))
+    assert chain.rebase(one) == "" and one.proposal.rebased is None

@@ -15,7 +15,7 @@ from engine.config import BudgetConfig, RunConfig
 from engine.context import Tally
 from engine.costs.budget import Budget
 from engine.events import EventBus
-from engine.items import WorkItem
+from engine.items import Proposal, WorkItem
 from engine.llm.client import ChatResult
 from engine.llm.errors import LLMError
 from engine.llm.sim.answer import answer as sim_answer
@@ -91,7 +91,7 @@ def _commit(stages, artifact_id: str, parent_id: str, text: str, score: float) -
 def _stale(child: str, item_id: str = "i000009") -> WorkItem:
     """A proposal made from the seed at pool version 1, before the commits a test adds."""
     return WorkItem(item_id, 1, "a000000", [], "evaluate", 0.0,
-                    payload={"child": child, "diff": unified_diff(SEED, child, "a000000", "child")})
+                    proposal=Proposal(child=child, diff=unified_diff(SEED, child, "a000000", "child")))
 
 
 X2 = SEED.replace("spacing_x = 0.1", "spacing_x = 0.2")
@@ -104,9 +104,9 @@ async def test_a_stale_edit_of_other_lines_is_patched_onto_the_best(fmt):
     _commit(stages, "a000001", "a000000", SEED.replace("spacing_y = 0.1", "spacing_y = 0.3"), 0.7)
     item = await stages.reflect(_stale(X2))
     assert item is not None and item.parent_id == "a000001"
-    assert "spacing_x = 0.2" in item.payload["child"] and "spacing_y = 0.3" in item.payload["child"]
-    assert item.payload["rebased"]["from_parent"] == "a000000" and item.payload["rebased"]["mechanical"] is False
-    assert "-    spacing_x = 0.1" in item.payload["diff"] and "spacing_y" not in item.payload["diff"].split("@@")[-1].replace(
+    assert "spacing_x = 0.2" in item.proposal.child and "spacing_y = 0.3" in item.proposal.child
+    assert item.proposal.rebased["from_parent"] == "a000000" and item.proposal.rebased["mechanical"] is False
+    assert "-    spacing_x = 0.1" in item.proposal.diff and "spacing_y" not in item.proposal.diff.split("@@")[-1].replace(
         "    spacing_y = 0.3", "")  # the new diff is against the best: only the carried edit changes
     request = llm.requests[0][1]["content"]
     assert "+    spacing_x = 0.2" in request  # the proposal's own change
@@ -136,8 +136,8 @@ async def test_a_proposal_whose_parent_is_still_the_best_is_kept_as_it_is():
     stages = _stages(llm)
     _commit(stages, "a000001", "a000000", SEED.replace("spacing_y = 0.1", "spacing_y = 0.3"), 0.5)
     item = await stages.reflect(_stale(X2))
-    assert item is not None and item.parent_id == "a000000" and item.payload["child"] == X2
-    assert item.reflected_at == 2 and "rebased" not in item.payload
+    assert item is not None and item.parent_id == "a000000" and item.proposal.child == X2
+    assert item.reflected_at == 2 and item.proposal.rebased is None
     assert stages.ctx.store.staleness[-1]["decision"] == "keep"
     assert "the current best is the proposal's parent" in llm.requests[0][1]["content"]
 

@@ -12,7 +12,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from engine.items import WorkItem
+from engine.items import Proposal, WorkItem
 from engine.llm.sim.answer import answer
 from engine.pool import Artifact, Pool
 from engine.stages.strategy_stages import KindEnv, ended_from_item, ended_from_row, fresh_notes
@@ -99,7 +99,8 @@ def test_a_buffer_with_only_failures_still_guides_and_the_simulator_names_them()
 
 def test_a_live_item_and_its_stored_row_tell_the_strategy_the_same() -> None:
     item = WorkItem(item_id="i0004", created_version=3, parent_id="a000001", minibatch=[], stage="validate",
-                    created_at=1.0, payload={"child": "r = 0.2 ((:\n", "diff": "-r\n+r ((:", "notes": {"guidance": "g"}})
+                    created_at=1.0, payload={"notes": {"guidance": "g"}},
+                    proposal=Proposal(child="r = 0.2 ((:\n", diff="-r\n+r ((:"))
     item.end("failed", "filter syntax: invalid syntax")
     row = {"item_id": "i0004", "created_version": 3, "parent_artifact_id": "a000001", "stage": "validate",
            "created_at": 1.0, "outcome": "failed", "error": "filter syntax: invalid syntax",

@@ -16,7 +16,7 @@ from engine.pool import Pool
 from engine.stages.program_stages import ProgramStages
 from engine.steering.state import SteeringState
 from engine.tasks.loader import load_any_task
-from engine.items import WorkItem
+from engine.items import Proposal, WorkItem
 from engine.store.store import Store
 from tests.programs.helpers import run_program
 from tests.programs.test_loaders import OE_CONFIG, OE_EVALUATOR, INITIAL, SHINKA_EVALUATE, SHINKA_INITIAL, write
@@ -161,8 +161,8 @@ async def test_retry_sends_precise_errors_then_succeeds():
     llm = ScriptedLLM([bad, good])
     stages = _stages(llm, retries=2)
     item = await stages.propose(_item())
-    assert item is not None and "spacing_x = 0.2" in item.payload["child"]
-    assert item.payload["patch_retries"] == 1
+    assert item is not None and "spacing_x = 0.2" in item.proposal.child
+    assert item.proposal.patch_retries == 1
     retry = llm.requests[1]
     assert retry[-2] == {"role": "assistant", "content": bad}
     assert retry[-1]["content"].startswith("## Patch errors") and "block 1: SEARCH text not found" in retry[-1]["content"]
@@ -207,9 +207,9 @@ async def test_reflect_discards_stale_duplicates():
     from engine.pool import Artifact
     stages = _stages(ScriptedLLM([]), retries=0)
     child = stages.task.initial_program.replace("spacing_x = 0.1", "spacing_x = 0.2")
-    stale = WorkItem("i000002", 1, "a000000", [], "evaluate", 0.0, payload={"child": child})
+    stale = WorkItem("i000002", 1, "a000000", [], "evaluate", 0.0, proposal=Proposal(child=child))
     fresh_child = child.replace("spacing_y = 0.1", "spacing_y = 0.3")
-    other = WorkItem("i000003", 1, "a000000", [], "evaluate", 0.0, payload={"child": fresh_child})
+    other = WorkItem("i000003", 1, "a000000", [], "evaluate", 0.0, proposal=Proposal(child=fresh_child))
     stages.ctx.pool.add(Artifact("a000001", child, ("a000000",), 0, {"combined_score": 0.7}))
     assert await stages.reflect(stale) is None and stale.outcome == "discarded_reflect"
     stages.ctx.reflection_llm.replies.append("VERDICT: keep\nREASON: still useful")  # the LLM repair's answer
