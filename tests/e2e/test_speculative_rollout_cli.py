@@ -16,7 +16,7 @@ from engine.store.store import read_only_open
 from tests.e2e.conftest import ROOT, evotui, read_rows, summary_of
 
 # A low time scale: a minibatch's answers then end tens of milliseconds apart in wall time, so the
-# release after 2 of 3 is visible (at thousands x they can all land in one event-loop turn).
+# release after 2 of 3 is visible (at 2000x a 12-proposal run released no item early).
 SLOW = ["--time-scale", "50", "--quiet"]
 
 
