@@ -12,7 +12,8 @@ import contextvars
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
-from engine.items.products import GateScores, Proposal, Rollout, Validation, from_stored, stored_keys, to_stored
+from engine.items.products import (GateScores, ProgramEvaluation, Proposal, Rollout, Validation, from_stored,
+                                   stored_keys, to_stored)
 
 ItemKind = Literal["proposal", "merge"]
 
@@ -125,6 +126,7 @@ class WorkItem:
     proposal: Proposal | None = None
     gate: GateScores | None = None
     validation: Validation | None = None
+    evaluation: ProgramEvaluation | None = None
 
     @property
     def kind(self) -> ItemKind:
@@ -149,6 +151,11 @@ class WorkItem:
         """Its proposal with `changes` (field names of Proposal), made if there was none yet."""
         self.proposal = replace(self.proposal or Proposal(), **changes)
         return self.proposal
+
+    def amend_evaluation(self, **changes) -> ProgramEvaluation:
+        """Its program evaluation with `changes` (field names of ProgramEvaluation)."""
+        self.evaluation = replace(self.evaluation or ProgramEvaluation(), **changes)
+        return self.evaluation
 
     def why(self, default: str) -> str:
         """Its reason, or `default` when none was given."""
@@ -178,7 +185,7 @@ class WorkItem:
         return out
 
     def _products(self) -> list:
-        return [p for p in (self.rollout, self.proposal, self.gate, self.validation) if p is not None]
+        return [p for p in (self.rollout, self.proposal, self.gate, self.validation, self.evaluation) if p is not None]
 
     @classmethod
     def from_row(cls, row: dict) -> "WorkItem":
@@ -193,7 +200,8 @@ class WorkItem:
         tags = dict(payload.pop("selection", None) or {})
         products = {"rollout": from_stored(Rollout, payload), "proposal": from_stored(Proposal, payload),
                     "gate": from_stored(GateScores, payload),
-                    "validation": from_stored(Validation, payload)}
+                    "validation": from_stored(Validation, payload),
+                    "evaluation": from_stored(ProgramEvaluation, payload)}
         log = {attr: payload.pop(key) for attr, key in LOG_KEYS.items() if key in payload}
         return cls(
             item_id=row["item_id"],
@@ -219,5 +227,5 @@ LOG_KEYS = {"outcome": "outcome", "reason": "reason", "charged": "proposal", "ga
 """WorkItem attribute -> its key in the stored payload (unset ones are not stored)."""
 
 TYPED_KEYS = frozenset({"minibatch", "tokens", "merge", "speculative", "selection", *ChainLink.KEYS, *LOG_KEYS.values(),
-                        *(key for cls in (Rollout, Proposal, GateScores, Validation) for key in stored_keys(cls))})
+                        *(key for cls in (Rollout, Proposal, GateScores, Validation, ProgramEvaluation) for key in stored_keys(cls))})
 """Stored keys that typed fields hold: never left in `payload`."""

@@ -105,7 +105,7 @@ class ProgramStages(KindHandlers):
         return (SCORE_KEY,)
 
     def child_score(self, item: WorkItem) -> float | None:
-        return item.payload.get("score")
+        return item.evaluation.score if item.evaluation is not None else None
 
     def figures(self) -> dict:
         """Where evaluations ran and the sandbox's isolation level (the program counters are in
@@ -274,14 +274,14 @@ class ProgramStages(KindHandlers):
 
     def _cycling(self, item: WorkItem, parent: Artifact, child: str) -> Verdict:
         """The cycling guard's check (after the cheaper filters passed): its finding goes into the
-        payload (warn / penalise use it later); reject turns a recycling child away here."""
+        item's evaluation record (warn / penalise use it later); reject turns a recycling child away here."""
         found = self.history.check(parent.artifact_id, parent.text, child)
         if not found.count:
             return Verdict(None)
         if self.guard == "reject":
             return Verdict("cycling", f"cycling: {found.count} of {found.added} added lines were deleted earlier "
                                       f"in this lineage, e.g. {prompt.clip(found.lines[0][0], 120)!r}")
-        item.payload["recycled_lines"] = found.meta()
+        item.amend_evaluation(recycled_lines=found.meta())
         self.filters.counts["cycling_warned" if self.guard == "warn" else "cycling_penalised"] += 1
         return Verdict(None)
 
@@ -316,7 +316,7 @@ class ProgramStages(KindHandlers):
             return None
         ctx.bus.publish(ev.EvaluationStart(item_id=item.item_id, split="program", n_examples=1))
         res = await self.run_evaluation(item.proposal.child)
-        item.payload["eval_s"] = round(res.duration_s, 3)
+        item.amend_evaluation(eval_s=round(res.duration_s, 3))
         if not res.ok:
             tail = " | ".join(res.stderr_tail.strip().splitlines()[-4:])[-600:]
             ctx.bus.publish(ev.CandidateRejected(item_id=item.item_id, parent_id=item.parent_id, reason=res.reason))
@@ -324,11 +324,11 @@ class ProgramStages(KindHandlers):
             return None
         ctx.bus.publish(ev.EvaluationEnd(item_id=item.item_id, split="program", score=res.score))
         score = res.score
-        recycled = item.payload.get("recycled_lines")
+        recycled = item.evaluation.recycled_lines
         if self.guard == "penalise" and recycled:
             # The pool (val_scores, the gate, selection) sees the penalised score; the raw one
             # stays in the metrics and in meta raw_score.
-            item.payload["raw_score"] = score
+            item.amend_evaluation(raw_score=score)
             score = cycling.penalised(score, recycled["share"], self.settings.cycling_penalty)
         refused = (self.gate(Evidence({"program": score}), Evidence({"program": self._parent_score(item)}), item)
                    if self.strategy.acceptance.gated else None)
@@ -338,9 +338,7 @@ class ProgramStages(KindHandlers):
             ctx.bus.publish(ev.CandidateRejected(item_id=item.item_id, parent_id=item.parent_id, reason=reason))
             item.end("rejected", reason)
             return None
-        item.payload["score"] = score
-        item.payload["metrics"] = res.metrics
-        item.payload["feedback"] = _feedback_of(res)
+        item.amend_evaluation(score=score, metrics=res.metrics, feedback=_feedback_of(res))
         return item
 
     def _parent_score(self, item: WorkItem) -> float:
@@ -352,22 +350,24 @@ class ProgramStages(KindHandlers):
 
     async def update(self, item: WorkItem) -> None:
         artifact_id = f"a{item.item_id[1:]}"
+        evaluation = item.evaluation
         art = Artifact(
             artifact_id=artifact_id, text=item.proposal.child,
             parent_ids=merge.parent_ids(item),
             created_version=0,
-            val_scores={SCORE_KEY: item.payload["score"]}, created_at=time.time(),
-            meta={**self.artifact_meta(item), "metrics": item.payload["metrics"],
-                  "feedback": item.payload["feedback"], "diff": prompt.clip(item.proposal.diff or "", 4000),
+            val_scores={SCORE_KEY: evaluation.score}, created_at=time.time(),
+            meta={**self.artifact_meta(item), "metrics": evaluation.metrics,
+                  "feedback": evaluation.feedback, "diff": prompt.clip(item.proposal.diff or "", 4000),
                   "patch_format": self.settings.patch_format, "patch_retries": item.proposal.patch_retries or 0,
-                  "eval_s": item.payload.get("eval_s"),
-                  **{k: item.payload[k] for k in ("recycled_lines", "raw_score") if k in item.payload},
+                  "eval_s": evaluation.eval_s,
+                  **{k: getattr(evaluation, k) for k in ("recycled_lines", "raw_score")
+                     if getattr(evaluation, k) is not None},
                   **({"executor_fix": item.proposal.executor_fix} if item.proposal.executor_fix is not None else {})},
         )
         self.ledger.commit(item, art)  # counted and announced there
         item.artifact_id = artifact_id
         if self.chain is not None:
-            self.chain.committed(item, artifact_id, item.payload["score"])
+            self.chain.committed(item, artifact_id, evaluation.score)
         item.end("accepted")
         return None
 

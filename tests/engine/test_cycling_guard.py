@@ -151,7 +151,7 @@ async def test_warn_counts_notes_and_goes_on():
     item = item_with(RECYCLING)
     assert await stages.validate(item) is item
     assert stages.ctx.program.filter_counts["cycling_warned"] == 1
-    assert await stages.evaluate(item) is item and item.payload["score"] == 2.0  # score untouched
+    assert await stages.evaluate(item) is item and item.evaluation.score == 2.0  # score untouched
     meta = (await committed(stages, item)).meta
     assert meta["recycled_lines"]["count"] == 1 and meta["recycled_lines"]["lines"] == ["y = x * 2.5"]
     assert "raw_score" not in meta
@@ -171,7 +171,7 @@ async def test_penalise_scales_the_pool_score_and_keeps_the_raw_one():
 async def test_off_computes_nothing():
     stages = stages_for("off")
     item = item_with(RECYCLING)
-    assert await stages.validate(item) is item and "recycled_lines" not in item.payload
+    assert await stages.validate(item) is item and item.evaluation is None
     assert stages.history.cache == {}
 
 

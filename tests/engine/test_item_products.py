@@ -9,7 +9,7 @@ from dataclasses import FrozenInstanceError
 
 import pytest
 
-from engine.items import GateScores, Proposal, Rollout, Validation, WorkItem
+from engine.items import GateScores, ProgramEvaluation, Proposal, Rollout, Validation, WorkItem
 
 # A prompt item as the previous release stored it, mid-way (validated, awaiting update), with a
 # key no release knows (written by a newer one): it must come back too.
@@ -92,6 +92,13 @@ def test_an_old_row_reads_into_the_proposal() -> None:
                                         executor_fix={"outcome": "repaired", "rounds": 1},
                                         rebased={"from_seq": 1, "to_seq": 2}, rebase_checked=True)
     assert program.chain is not None and program.chain.gated and program.chain.head_seq == 2
+
+
+def test_an_old_row_reads_into_the_program_evaluation() -> None:
+    program = WorkItem.from_row(_row(OLD_CHAIN_PROGRAM_PAYLOAD))
+    assert program.evaluation == ProgramEvaluation(recycled_lines={"count": 1, "share": 0.5}, eval_s=0.25, score=0.7,
+                                                   raw_score=0.8, metrics={"sum_radii": 2.1}, feedback={"note": "ok"})
+    assert WorkItem.from_row(_row(OLD_PROMPT_PAYLOAD)).evaluation is None
 
 
 def test_a_typed_key_left_in_the_payload_is_refused_not_saved_twice() -> None:
