@@ -230,8 +230,8 @@ class ProgramRepair:
         ctx, recorder = self.host.ctx, self.host.recorder
         ctx.staleness_counts[f"reflect_{verdict}"] += 1
         item.payload["repair"] = {"verdict": verdict, "reason": reason, "at_version": ctx.pool.version, **detail}
-        item.payload["notes"] = {**(item.payload.get("notes") or {}),
-                                 "stale_repair": f"{verdict} at pool v{ctx.pool.version} (gap {gap}): {reason}"}
+        item.notes = {**(item.notes or {}),
+                      "stale_repair": f"{verdict} at pool v{ctx.pool.version} (gap {gap}): {reason}"}
         if recorder is not None:
             recorder.record_decision(item, "reflect", gap, verdict, reason, tokens=tokens, detail=detail)
         if verdict in ("discard", "malformed"):

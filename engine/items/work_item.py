@@ -121,6 +121,9 @@ class WorkItem:
     """The speculative parent it was made from, removed since (engine/capabilities/speculation.py)."""
     artifact_id: str | None = None
     """The artifact it committed."""
+    notes: dict[str, str] | None = None
+    """The strategy's notes for it (guidance, plan, critique, ...): its stages read them, the
+    committed child's meta keeps them."""
     # -- the stages' typed products (engine/items/products.py) -----------------------------
     rollout: Rollout | None = None
     proposal: Proposal | None = None
@@ -223,7 +226,8 @@ class WorkItem:
 
 LOG_KEYS = {"outcome": "outcome", "reason": "reason", "charged": "proposal", "gaps": "gaps",
             "started_at": "started_at", "parked_at": "parked_at", "reviewed": "reviewed",
-            "reflected_at": "reflected_at", "parent_removed": "parent_removed", "artifact_id": "artifact_id"}
+            "reflected_at": "reflected_at", "parent_removed": "parent_removed", "artifact_id": "artifact_id",
+            "notes": "notes"}
 """WorkItem attribute -> its key in the stored payload (unset ones are not stored)."""
 
 TYPED_KEYS = frozenset({"minibatch", "tokens", "merge", "speculative", "selection", *ChainLink.KEYS, *LOG_KEYS.values(),

@@ -60,8 +60,8 @@ class KindHandlers:
         meta = {"item_id": item.item_id, "from_version": item.created_version, **merge.merge_meta(item)}
         if item.tags:
             meta["selection"] = dict(item.tags)
-        if item.payload.get("notes"):
-            meta["notes"] = dict(item.payload["notes"])
+        if item.notes:
+            meta["notes"] = dict(item.notes)
         return meta
 
     # -- the strategy's own stages ------------------------------------------------------------

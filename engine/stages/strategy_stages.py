@@ -76,7 +76,7 @@ class KindEnv:
 # -- ended items ------------------------------------------------------------------------------
 def _ended(item: WorkItem, outcome: str, reason: str) -> EndedItem:
     """One constructor for a live item and its stored row, so both tell the strategy the same."""
-    notes = item.payload.get("notes")
+    notes = item.notes
     proposal = item.proposal or Proposal()
     child, diff = proposal.child, proposal.diff
     return EndedItem(item_id=item.item_id, parent_id=item.parent_id, created_version=item.created_version,
@@ -110,14 +110,14 @@ def stage_specs(stages: tuple[StrategyStage, ...], when: str, env: KindEnv,
 
 def _view(item: WorkItem, env: KindEnv, child_score: Callable[[WorkItem], float | None], **kw) -> StageView:
     base = dict(item_id=item.item_id, parent=env.ctx.pool.get(item.parent_id), pool_version=item.created_version,
-                notes=dict(item.payload.get("notes") or {}), child=item.proposal.child if item.proposal is not None else None,
+                notes=dict(item.notes or {}), child=item.proposal.child if item.proposal is not None else None,
                 child_score=child_score(item))
     return StageView(**{**base, **kw})
 
 
 def _merge_notes(item: WorkItem, added: Mapping[str, str], dropped: tuple[str, ...] = ()) -> None:
-    notes = {k: v for k, v in dict(item.payload.get("notes") or {}).items() if k not in dropped}
-    item.payload["notes"] = {**notes, **{str(k): str(v) for k, v in added.items()}}
+    notes = {k: v for k, v in dict(item.notes or {}).items() if k not in dropped}
+    item.notes = {**notes, **{str(k): str(v) for k, v in added.items()}}
 
 
 def _runner(st: StrategyStage, env: KindEnv,
@@ -149,7 +149,7 @@ async def fresh_notes(stages: tuple[StrategyStage, ...], item: WorkItem, env: Ki
     for st in stages:
         if st.when != "before_propose":
             continue
-        made = note_version(dict(item.payload.get("notes") or {}), st)
+        made = note_version(dict(item.notes or {}), st)
         if made is None or ctx.pool.version <= made:
             continue
         gap = ctx.pool.version - made
@@ -180,7 +180,7 @@ def guidance_keys(stages: tuple[StrategyStage, ...]) -> frozenset[str]:
 def with_guidance(messages: list[dict], item: WorkItem, shown: frozenset[str]) -> list[dict]:
     """The proposal request with the item's guiding notes (`shown`) appended to its last user
     message, quoted so that fenced blocks in a note never pass for the text to improve."""
-    notes = {k: v for k, v in (item.payload.get("notes") or {}).items() if k in shown}
+    notes = {k: v for k, v in (item.notes or {}).items() if k in shown}
     if not notes:
         return messages
     parts = ["", "## Guidance from the search strategy"]

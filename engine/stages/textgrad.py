@@ -139,8 +139,7 @@ async def step(stages, item: WorkItem, parts: Sequence[Component], target: str, 
     if critique.text is None:
         return grad, critique.reason
     # Kept before the step: a child's meta and an audit row show the gradient that made it.
-    item.payload["notes"] = {**(item.payload.get("notes") or {}), "critique": critique.text,
-                             "optimizer": f"textgrad [{target}]"}
+    item.notes = {**(item.notes or {}), "critique": critique.text, "optimizer": f"textgrad [{target}]"}
     messages = build_apply_messages(stages.ctx.task.description, parts, target, critique.text)
     messages = stages.with_component_rules(messages, tuple(parts), [target])
     return await llm.chat(messages, stage="propose", shrink=middle_out), ""

@@ -97,9 +97,9 @@ def with_operator_guidance(ctx: RunContext, messages: list[dict], item: WorkItem
     shown = state.used.get(item.item_id, [])
     if not shown:
         return messages
-    notes = dict(item.payload.get("notes") or {})
+    notes = dict(item.notes or {})
     notes[NOTE_KEY] = "\n".join(f"#{gid}: {state.texts[gid]}" for gid in shown)
-    item.payload["notes"] = notes
+    item.notes = notes
     return append_section(messages, {gid: state.texts[gid] for gid in shown})
 
 

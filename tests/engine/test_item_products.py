@@ -79,6 +79,7 @@ def test_an_old_row_reads_into_the_items_course() -> None:
     program = WorkItem.from_row(_row(OLD_CHAIN_PROGRAM_PAYLOAD))
     assert (program.parent_removed, program.artifact_id, program.reason) == ("a000004", "a000009", "kept for the record")
     assert program.gaps == {} and "gaps" not in program.to_payload()
+    assert prompt.notes == {"guidance": "shorter", "exemplars_version": "2"} and program.notes is None
 
 
 def test_an_old_row_reads_into_the_proposal() -> None:

@@ -115,7 +115,7 @@ async def test_a_stale_edit_of_other_lines_is_patched_onto_the_best(fmt):
     row = stages.ctx.store.staleness[-1]
     assert (row["stage"], row["decision"], row["policy"]) == ("reflect", "patch", "reflective")
     assert row["detail"]["shown"] == 1 and row["detail"]["omitted"] == 0 and row["detail"]["llm"] is True
-    assert item.payload["notes"]["stale_repair"].startswith("patch at pool v2 (gap 1)")
+    assert item.notes["stale_repair"].startswith("patch at pool v2 (gap 1)")
     assert stages.ctx.staleness_counts["reflect_patch"] == 1
     assert stages._rebase(item) == ""  # evaluate takes the patched program (filters ran once, in the repair)
 

@@ -41,7 +41,7 @@ def _request(guidance: str | None) -> list[dict]:
     if guidance is None:
         return messages
     item = WorkItem(item_id="i1", created_version=1, parent_id="a000003", minibatch=[], stage="propose",
-                    created_at=0.0, payload={"notes": {"guidance": guidance}})
+                    created_at=0.0, notes={"guidance": guidance})
     return with_guidance(messages, item, frozenset({"guidance"}))
 
 

@@ -99,7 +99,7 @@ def test_a_buffer_with_only_failures_still_guides_and_the_simulator_names_them()
 
 def test_a_live_item_and_its_stored_row_tell_the_strategy_the_same() -> None:
     item = WorkItem(item_id="i0004", created_version=3, parent_id="a000001", minibatch=[], stage="validate",
-                    created_at=1.0, payload={"notes": {"guidance": "g"}},
+                    created_at=1.0, notes={"guidance": "g"},
                     proposal=Proposal(child="r = 0.2 ((:\n", diff="-r\n+r ((:"))
     item.end("failed", "filter syntax: invalid syntax")
     row = {"item_id": "i0004", "created_version": 3, "parent_artifact_id": "a000001", "stage": "validate",
@@ -141,8 +141,7 @@ def _ctx(pool: Pool, policy: str, max_gap: int, replies: list[str]) -> SimpleNam
 
 def _planned(pool: Pool, version: int) -> WorkItem:
     return WorkItem(item_id="i0009", created_version=version, parent_id="a000001", minibatch=[], stage="propose",
-                    created_at=0.0, payload={"notes": {"plan": "1. Raise r (now 0.1) by about 10%.",
-                                                       "plan_version": str(version)}})
+                    created_at=0.0, notes={"plan": "1. Raise r (now 0.1) by about 10%.", "plan_version": str(version)})
 
 
 LOONGFLOW = build("loongflow", "program", SearchParams()).stages
@@ -162,7 +161,7 @@ def test_a_stale_plan_goes_through_the_policy(policy, max_gap, replies, action, 
     item = _planned(pool, 2)  # two versions behind
     asyncio.run(fresh_notes(LOONGFLOW, item, KindEnv(ctx, build("loongflow", "program", SearchParams())), None,
                             lambda _i: None))
-    notes = item.payload["notes"]
+    notes = item.notes
     assert notes.get("plan") == plan and ctx.reflection_llm.stages == stages
     assert ctx.staleness_counts == Counter({f"note_{action}": 1})
     if plan is not None and action != "kept":
@@ -180,11 +179,11 @@ def test_a_fresh_note_or_none_is_left_alone() -> None:
     env = KindEnv(ctx, build("loongflow", "program", SearchParams()))
     fresh = _planned(pool, pool.version)
     bare = WorkItem(item_id="i1", created_version=0, parent_id="a000001", minibatch=[], stage="propose",
-                    created_at=0.0, payload={"notes": {"plan_fallback": "no plan"}})
+                    created_at=0.0, notes={"plan_fallback": "no plan"})
     for item in (fresh, bare):
-        before = dict(item.payload["notes"])
+        before = dict(item.notes)
         asyncio.run(fresh_notes(LOONGFLOW, item, env, None, lambda _i: None))
-        assert item.payload["notes"] == before
+        assert item.notes == before
     assert ctx.reflection_llm.stages == [] and not ctx.staleness_counts
 
 
@@ -236,9 +235,9 @@ def test_a_stale_exemplar_choice_is_made_again_against_the_current_pool(policy, 
     pool = _pool([(0.5, None), (0.6, 0), (0.4, 1), (0.7, 1)])
     ctx = _ctx(pool, policy, max_gap, [])
     item = WorkItem(item_id="i0009", created_version=1, parent_id="a000001", minibatch=[], stage="propose",
-                    created_at=0.0, payload={"notes": {"exemplars": "an old pick", "exemplars_version": "1"}})
+                    created_at=0.0, notes={"exemplars": "an old pick", "exemplars_version": "1"})
     asyncio.run(fresh_notes(CONTEXTEVOLVE.stages, item, KindEnv(ctx, CONTEXTEVOLVE), None, lambda _i: None))
-    notes = item.payload["notes"]
+    notes = item.notes
     assert ctx.staleness_counts == Counter({f"note_{action}": 1})
     if action == "kept":
         assert notes == {"exemplars": "an old pick", "exemplars_version": "1"}
