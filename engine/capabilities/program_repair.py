@@ -15,7 +15,7 @@ and answers keep (evaluate it as it is, against its parent), patch (its useful p
 patch against the current best, in the task's patch format; EVOLVE-BLOCK regions are enforced as
 for any proposal and the patched program passes the proposal filters) or discard, with a reason.
 The verdict becomes a staleness decision row (stage reflect, with the shown/omitted counts), the
-item's note `stale_repair` (the committed child's meta notes) and its payload `repair` (export).
+item's note `stale_repair` (the committed child's meta notes) and its typed `repair` (RepairDecision, stored and exported as `repair`).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from engine.capabilities.reflective_repair import RepairHost
 from engine.code.filters import ProgramFilters, program_hash
 from engine.code.patches import apply_reply, unified_diff
 from engine.context import stop_if_fatal
-from engine.items import WorkItem
+from engine.items import RepairDecision, WorkItem
 from engine.llm.errors import LLMError
 from engine.llm.shrink import middle_out
 from engine.llm.wire import estimate_tokens
@@ -229,7 +229,7 @@ class ProgramRepair:
                 tokens: int = 0) -> WorkItem | None:
         ctx, recorder = self.host.ctx, self.host.recorder
         ctx.staleness_counts[f"reflect_{verdict}"] += 1
-        item.payload["repair"] = {"verdict": verdict, "reason": reason, "at_version": ctx.pool.version, **detail}
+        item.repair = RepairDecision(verdict, reason, ctx.pool.version, dict(detail))
         item.notes = {**(item.notes or {}),
                       "stale_repair": f"{verdict} at pool v{ctx.pool.version} (gap {gap}): {reason}"}
         if recorder is not None:

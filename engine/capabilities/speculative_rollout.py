@@ -7,7 +7,7 @@ the slowest answer (output lengths have a long tail) before the proposer can sta
 have finished and at least one of them is below the task's max score (an all-perfect prefix
 could still be a perfect minibatch, which GEPA skips, so it waits on); the other requests keep
 running. The proposer reflects on the finished traces only, and the item says which
-(payload `speculative_rollout`: seen / of / late). The late traces are joined at the start of the
+(item.rollout_release, stored as `speculative_rollout`: seen / of / late). The late traces are joined at the start of the
 evaluate stage, before the minibatch gate, which compares child and parent on the whole
 minibatch; they are on the item (and so in its stored row and the export) from then on. An item
 that ends before its evaluation (a failed proposal, a stale discard) cancels what is still running
@@ -22,14 +22,15 @@ from __future__ import annotations
 
 import asyncio
 import math
+from dataclasses import replace
 from typing import Awaitable, Callable, Protocol
 
 from engine.context import RunContext
-from engine.items import Rollout, WorkItem
+from engine.items import Rollout, RolloutRelease, WorkItem
 from engine.stages.answers import gather_cancelling
 
 KEY = "speculative_rollout"
-"""The item's payload key: what the proposer saw and what came late."""
+"""The stored key of the item's RolloutRelease (engine/items/products.py): what the proposer saw and what came late."""
 
 
 class RolloutHost(Protocol):
@@ -74,14 +75,14 @@ class SpeculativeRollout:
         late = {ex: task for ex, task in tasks.items() if ex not in done}
         if late:
             self._late[item.item_id] = (text, late)
-        item.payload[KEY] = {"seen": [ex for ex in ids if ex in done], "of": len(ids), "late": len(late)}
+        item.rollout_release = RolloutRelease([ex for ex in ids if ex in done], len(ids), len(late))
         return [done[ex] for ex in ids if ex in done]
 
     async def join(self, item: WorkItem) -> None:
         """Before the gate: the whole minibatch on the item (awaits the late answers; after a
         resume, runs the examples whose answers were never stored)."""
-        record = item.payload.get(KEY)
-        if not record or record.get("joined") or item.rollout is None:
+        record = item.rollout_release
+        if record is None or record.joined or item.rollout is None:
             return
         have = {t["example_id"]: t for t in item.rollout.traces or []}
         entry = self._late.pop(item.item_id, None)
@@ -96,7 +97,7 @@ class SpeculativeRollout:
         have.update({ex: tr for (ex, _), tr in zip(late, traces)})
         full = [have[ex] for ex in item.minibatch]
         item.rollout = Rollout(full, [t["score"] for t in full], item.rollout.parent_mb_of)
-        item.payload[KEY] = {**record, "joined": True}
+        item.rollout_release = replace(record, joined=True)
 
     def ended(self, item: WorkItem) -> None:
         """An item that ends before its join: what still runs is cancelled (no one will read it),
@@ -116,4 +117,5 @@ class SpeculativeRollout:
                     task.exception()  # retrieved: a failure of an answer no one needs is not an error
         traces = list(item.rollout.traces or []) + finished
         item.rollout = Rollout(traces, [t["score"] for t in traces], item.rollout.parent_mb_of)
-        item.payload[KEY] = {**item.payload.get(KEY, {}), "late_finished": len(finished), "cancelled": cancelled}
+        if item.rollout_release is not None:  # run() set it when it left answers running
+            item.rollout_release = replace(item.rollout_release, late_finished=len(finished), cancelled=cancelled)

@@ -88,6 +88,49 @@ class ProgramEvaluation:
     feedback: dict | None = None
 
 
+@dataclass(frozen=True)
+class RolloutRelease:
+    """Speculative rollout (engine/capabilities/speculative_rollout.py): the examples whose answers
+    the proposer saw, of how many, how many came late; then whether those were joined before the
+    gate or, for an item that ended first, how many late ones had finished and how many were
+    cancelled. Stored as one record under `speculative_rollout`."""
+
+    seen: list[str]
+    of: int
+    late: int
+    joined: bool = False
+    late_finished: int | None = None
+    cancelled: int | None = None
+
+    def to_record(self) -> dict:
+        return to_stored(self)
+
+    @classmethod
+    def from_record(cls, record: dict) -> "RolloutRelease":
+        return cls(**{k: record[k] for k in stored_keys(cls) if k in record})
+
+
+@dataclass(frozen=True)
+class RepairDecision:
+    """The reflect stage's verdict on a stale program proposal (engine/capabilities/program_repair.py):
+    keep, patch, discard or malformed, why, at which pool version, and what it was shown. Stored
+    as one record under `repair`, the detail's keys beside the other three."""
+
+    verdict: str
+    reason: str
+    at_version: int
+    detail: dict = field(default_factory=dict)
+    """best, changes, shown, omitted, mechanical, llm (those the decision had)."""
+
+    def to_record(self) -> dict:
+        return {"verdict": self.verdict, "reason": self.reason, "at_version": self.at_version, **self.detail}
+
+    @classmethod
+    def from_record(cls, record: dict) -> "RepairDecision":
+        rest = dict(record)
+        return cls(str(rest.pop("verdict")), str(rest.pop("reason")), int(rest.pop("at_version")), rest)
+
+
 P = TypeVar("P")
 
 

@@ -12,8 +12,8 @@ import contextvars
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
-from engine.items.products import (GateScores, ProgramEvaluation, Proposal, Rollout, Validation, from_stored,
-                                   stored_keys, to_stored)
+from engine.items.products import (GateScores, ProgramEvaluation, Proposal, RepairDecision, Rollout, RolloutRelease,
+                                   Validation, from_stored, stored_keys, to_stored)
 
 ItemKind = Literal["proposal", "merge"]
 
@@ -130,6 +130,8 @@ class WorkItem:
     gate: GateScores | None = None
     validation: Validation | None = None
     evaluation: ProgramEvaluation | None = None
+    rollout_release: RolloutRelease | None = None
+    repair: RepairDecision | None = None
 
     @property
     def kind(self) -> ItemKind:
@@ -185,6 +187,9 @@ class WorkItem:
                 out[key] = value
         for product in self._products():
             out.update(to_stored(product))
+        for attr, key in RECORD_KEYS.items():
+            if getattr(self, attr) is not None:
+                out[key] = getattr(self, attr).to_record()
         return out
 
     def _products(self) -> list:
@@ -206,6 +211,8 @@ class WorkItem:
                     "validation": from_stored(Validation, payload),
                     "evaluation": from_stored(ProgramEvaluation, payload)}
         log = {attr: payload.pop(key) for attr, key in LOG_KEYS.items() if key in payload}
+        records = {attr: RECORD_CLASSES[attr].from_record(payload.pop(key))
+                   for attr, key in RECORD_KEYS.items() if key in payload}
         return cls(
             item_id=row["item_id"],
             created_version=int(row["created_version"]),
@@ -221,6 +228,7 @@ class WorkItem:
             tags=tags,
             **products,
             **log,
+            **records,
         )
 
 
@@ -229,7 +237,11 @@ LOG_KEYS = {"outcome": "outcome", "reason": "reason", "charged": "proposal", "ga
             "reflected_at": "reflected_at", "parent_removed": "parent_removed", "artifact_id": "artifact_id",
             "notes": "notes"}
 """WorkItem attribute -> its key in the stored payload (unset ones are not stored)."""
+RECORD_KEYS = {"rollout_release": "speculative_rollout", "repair": "repair"}
+"""WorkItem attribute -> the stored key of a product kept as one record (its to_record())."""
+RECORD_CLASSES = {"rollout_release": RolloutRelease, "repair": RepairDecision}
 
 TYPED_KEYS = frozenset({"minibatch", "tokens", "merge", "speculative", "selection", *ChainLink.KEYS, *LOG_KEYS.values(),
+                        *RECORD_KEYS.values(),
                         *(key for cls in (Rollout, Proposal, GateScores, Validation, ProgramEvaluation) for key in stored_keys(cls))})
 """Stored keys that typed fields hold: never left in `payload`."""

@@ -9,7 +9,8 @@ from dataclasses import FrozenInstanceError
 
 import pytest
 
-from engine.items import GateScores, ProgramEvaluation, Proposal, Rollout, Validation, WorkItem
+from engine.items import (GateScores, ProgramEvaluation, Proposal, RepairDecision, Rollout, RolloutRelease, Validation,
+                          WorkItem)
 
 # A prompt item as the previous release stored it, mid-way (validated, awaiting update), with a
 # key no release knows (written by a newer one): it must come back too.
@@ -27,6 +28,7 @@ OLD_PROMPT_PAYLOAD = {
     "rebased": {"from_parent": "a000001", "from_version": 3, "to_parent": "a000002"},
     "reflected_at": 5, "reviewed": {"evaluate": "accept"}, "edited": True,
     "selection": {"island": 1},
+    "speculative_rollout": {"seen": ["e3"], "of": 2, "late": 1, "joined": True},
     "from_a_newer_release": {"x": 1},
 }
 
@@ -38,6 +40,7 @@ OLD_CHAIN_PROGRAM_PAYLOAD = {
     "eval_s": 0.25, "score": 0.7, "raw_score": 0.8, "metrics": {"sum_radii": 2.1}, "feedback": {"note": "ok"},
     "rebased": {"from_seq": 1, "to_seq": 2}, "rebase_checked": True, "parent_removed": "a000004",
     "artifact_id": "a000009", "reason": "kept for the record",
+    "repair": {"verdict": "patch", "reason": "moved", "at_version": 6, "best": "a000005", "changes": 2, "llm": True},
 }
 
 
@@ -100,6 +103,14 @@ def test_an_old_row_reads_into_the_program_evaluation() -> None:
     assert program.evaluation == ProgramEvaluation(recycled_lines={"count": 1, "share": 0.5}, eval_s=0.25, score=0.7,
                                                    raw_score=0.8, metrics={"sum_radii": 2.1}, feedback={"note": "ok"})
     assert WorkItem.from_row(_row(OLD_PROMPT_PAYLOAD)).evaluation is None
+
+
+def test_an_old_row_reads_into_its_records() -> None:
+    prompt = WorkItem.from_row(_row(OLD_PROMPT_PAYLOAD))
+    assert prompt.rollout_release == RolloutRelease(["e3"], 2, 1, joined=True) and prompt.repair is None
+    program = WorkItem.from_row(_row(OLD_CHAIN_PROGRAM_PAYLOAD))
+    assert program.repair == RepairDecision("patch", "moved", 6, {"best": "a000005", "changes": 2, "llm": True})
+    assert program.payload == {} and prompt.payload == {"from_a_newer_release": {"x": 1}}  # all else is typed
 
 
 def test_a_typed_key_left_in_the_payload_is_refused_not_saved_twice() -> None:

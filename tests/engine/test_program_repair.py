@@ -127,7 +127,7 @@ async def test_a_stale_edit_of_lines_a_newer_commit_changed_is_discarded():
     assert await stages.reflect(item) is None
     assert item.outcome == "discarded_reflect"
     assert "newer commit changed the lines" in item.reason
-    assert item.payload["repair"]["verdict"] == "discard"
+    assert item.repair.verdict == "discard"
     assert stages.ctx.store.staleness[-1]["decision"] == "discard"
 
 
@@ -148,7 +148,7 @@ async def test_a_program_committed_since_discards_without_a_call():
     _commit(stages, "a000001", "a000000", X2, 0.7)
     item = _stale(X2)
     assert await stages.reflect(item) is None and llm.requests == []
-    assert item.payload["repair"] == {"verdict": "discard", "reason": "an identical program was committed since",
+    assert item.repair.to_record() == {"verdict": "discard", "reason": "an identical program was committed since",
                                       "at_version": 2, "changes": 1, "llm": False}
 
 
@@ -164,7 +164,7 @@ async def test_a_bad_answer_is_malformed_and_discarded(reply, why):
     _commit(stages, "a000001", "a000000", SEED.replace("spacing_y = 0.1", "spacing_y = 0.3"), 0.7)
     item = _stale(X2)
     assert await stages.reflect(item) is None
-    assert item.payload["repair"]["verdict"] == "malformed" and why in item.payload["repair"]["reason"]
+    assert item.repair.verdict == "malformed" and why in item.repair.reason
     assert stages.ctx.staleness_counts["reflect_malformed"] == 1
 
 
@@ -175,14 +175,14 @@ async def test_an_edit_outside_the_evolve_block_is_refused():
     _commit(stages, "a000001", "a000000", SEED.replace("spacing_y = 0.1", "spacing_y = 0.3"), 0.7)
     item = _stale(X2)
     assert await stages.reflect(item) is None
-    assert item.payload["repair"]["verdict"] == "malformed" and stages.filters.counts["region"] == 1
+    assert item.repair.verdict == "malformed" and stages.filters.counts["region"] == 1
 
 
 async def test_an_llm_error_is_a_malformed_repair():
     stages = _stages(SimLLM(error=LLMError("timeout", "read timeout")))
     _commit(stages, "a000001", "a000000", SEED.replace("spacing_y = 0.1", "spacing_y = 0.3"), 0.7)
     item = _stale(X2)
-    assert await stages.reflect(item) is None and item.payload["repair"]["reason"] == "LLM error: timeout"
+    assert await stages.reflect(item) is None and item.repair.reason == "LLM error: timeout"
 
 
 def test_the_commits_shown_are_bounded_by_the_token_budget():

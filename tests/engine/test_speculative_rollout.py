@@ -11,7 +11,7 @@ import pytest
 
 from engine.capabilities.speculative_rollout import KEY, SpeculativeRollout, needed
 from engine.context import CallFailed
-from engine.items import Rollout, WorkItem
+from engine.items import Rollout, RolloutRelease, WorkItem
 
 
 class Host:
@@ -61,7 +61,8 @@ async def test_released_after_the_fraction_and_joined_whole_in_minibatch_order()
     host.gates["e1"].set()
     traces = await run
     assert [t["example_id"] for t in traces] == ["e1", "e3"]  # what the proposer sees, in minibatch order
-    assert item.payload[KEY] == {"seen": ["e1", "e3"], "of": 3, "late": 1}
+    assert item.rollout_release == RolloutRelease(["e1", "e3"], 3, 1)
+    assert item.to_payload()[KEY] == {"seen": ["e1", "e3"], "of": 3, "late": 1}  # the stored record
     item.rollout = Rollout(traces, [t["score"] for t in traces], "a000000")
     join = asyncio.ensure_future(spec.join(item))
     await _settle()
@@ -70,7 +71,7 @@ async def test_released_after_the_fraction_and_joined_whole_in_minibatch_order()
     await join
     assert [t["example_id"] for t in item.rollout.traces] == ["e1", "e2", "e3"]
     assert item.rollout.parent_mb == [0.2, 1.0, 0.5] and item.rollout.parent_mb_of == "a000000"
-    assert item.payload[KEY]["joined"] is True and len(host.started) == 3  # no request was made twice
+    assert item.rollout_release.joined is True and len(host.started) == 3  # no request was made twice
 
 
 async def test_a_perfect_prefix_waits_for_more():
@@ -82,7 +83,7 @@ async def test_a_perfect_prefix_waits_for_more():
     await _settle()
     assert not run.done()  # two perfect answers could still be a perfect minibatch (GEPA skips it)
     host.gates["e3"].set()
-    assert len(await run) == 3 and item.payload[KEY]["late"] == 0
+    assert len(await run) == 3 and item.rollout_release.late == 0
 
 
 async def test_a_failure_before_release_cancels_the_rest():
@@ -122,7 +123,7 @@ async def test_an_item_that_ends_first_keeps_what_finished_and_cancels_the_rest(
     await _settle()
     assert [t["example_id"] for t in item.rollout.traces] == ["e1", "e2", "e4"]
     assert host.cancelled == ["e3"]
-    assert item.payload[KEY] == {"seen": ["e1", "e2"], "of": 4, "late": 2, "late_finished": 1, "cancelled": 1}
+    assert item.to_payload()[KEY] == {"seen": ["e1", "e2"], "of": 4, "late": 2, "late_finished": 1, "cancelled": 1}
 
 
 async def test_after_a_resume_the_join_runs_the_missing_examples_on_the_parent():
@@ -131,7 +132,7 @@ async def test_after_a_resume_the_join_runs_the_missing_examples_on_the_parent()
     first = {"example_id": "e1", "input": "e1", "output": "o", "score": 0.2, "feedback": ""}
     third = {**first, "example_id": "e3", "score": 0.4}
     item.rollout = Rollout([first, third], [0.2, 0.4], "a000000")  # as read back from the stored row
-    item.payload[KEY] = {"seen": ["e1", "e3"], "of": 3, "late": 1}
+    item.rollout_release = RolloutRelease(["e1", "e3"], 3, 1)
     host.gates["e2"].set()
     await spec.join(item)
     assert host.started == [("PARENT", "e2")]
