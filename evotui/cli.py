@@ -115,6 +115,9 @@ def _bench_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--modes", default=None, help=f"comma-separated, from: {', '.join(bench_modes.MODES)} "
                    f"(default: {bench_modes.DEFAULT_MODES.replace(',', ', ')})")
     p.add_argument("--time-scale", type=float, default=None, help="simulated seconds per wall second")
+    p.add_argument("--sim-clock", choices=["virtual", "wall"], default="virtual",
+                   help="the sim-servers' clock: virtual (default: the clients' CPU time while they work, a jump "
+                        "while they wait; machine load does not change the figures) or wall (wall time x scale)")
     p.add_argument("--json", action="store_true", help="print one JSON object per mode instead of a table")
     p.add_argument("--out", type=Path, metavar="FILE", help="also write the per-mode results as JSON to FILE")
     p.add_argument("--zero-latency", action="store_true",

@@ -16,6 +16,7 @@ import asyncio
 import json
 import sys
 from pathlib import Path
+from typing import Awaitable, Callable
 
 from engine.config import SimConfig
 from engine.pipeline.modes import mode_named
@@ -27,15 +28,19 @@ from evotui.bench import report
 from evotui import scratch
 from evotui.bench.modes import DEFAULT_MODES, MODES
 from evotui import peers as peers_mod
-from evotui.peers.sim_endpoint import SimEndpointError
+from evotui.peers import sim_endpoint
+from evotui.peers.sim_endpoint import SimEndpoint, SimEndpointError
 
 ZERO_LATENCY_SCALE = 1e9
 
 
 async def run_one(task: str, mode: str, seed: int, profile: str, proposals: int, time_scale: float | None,
-                  db: Path, extra: dict | None = None, program_heldout: bool = False) -> dict:
+                  db: Path, extra: dict | None = None, program_heldout: bool = False,
+                  sim_clock: Callable[[], Awaitable[float]] | None = None) -> dict:
     """One run of `task` under `mode`; program_heldout: a program task's final best is also scored
-    by the task's held-out evaluator (the suite's `held`; plain bench rows leave it empty)."""
+    by the task's held-out evaluator (the suite's `held`; plain bench rows leave it empty).
+    sim_clock: the simulated seconds of the backend the run talks to (a sim-server's clock): the
+    pipeline time is then read from it (`pipeline_sim_s`), not from the wall clock."""
     sim: dict = {"profile": profile, "seed": seed}
     if time_scale is not None:
         sim["time_scale"] = time_scale
@@ -46,6 +51,18 @@ async def run_one(task: str, mode: str, seed: int, profile: str, proposals: int,
         layer["task_llm"] = {"max_concurrency": capacity}
     layers = [("bench", layer)] + ([("bench overrides", extra)] if extra else [])
     run = await EngineRun.create(task, layers, db)
+    window: list[float] = []
+    if sim_clock is not None:  # the pipeline (after the seed's evaluation) timed on the backend's clock
+        pipeline = run.orchestrator.run
+
+        async def timed(*args, **kwargs):
+            window.append(await sim_clock())
+            try:
+                return await pipeline(*args, **kwargs)
+            finally:
+                window.append(await sim_clock())
+
+        run.orchestrator.run = timed
     result = await run.run()
     s = result.summary
     program = run.ctx.task.kind == "program"
@@ -89,8 +106,30 @@ async def run_one(task: str, mode: str, seed: int, profile: str, proposals: int,
         "preemptions": state.server.kv_figures().get("preemptions") if state is not None else None,
         "wall_s": s["wall_s"],
         "pipeline_wall_s": run.pipeline_s,
+        "pipeline_sim_s": window[1] - window[0] if len(window) == 2 else None,
         "best_history": [list(p) for p in ctx.best_history],
     }
+
+
+async def run_over_loopback(task: str, mode: str, seed: int, profile: str, proposals: int, time_scale: float | None,
+                            db: Path, extra: dict | None = None, program_heldout: bool = False) -> dict:
+    """run_one with every LLM call over HTTP to a fresh `evotui sim-server`, as the peer rows reach
+    theirs (equal transport), its pipeline timed by that server's clock (virtual by default:
+    sim_endpoint.DEFAULT_CLOCK), as the peers' are."""
+    scale = time_scale if time_scale is not None else SimConfig().time_scale
+    endpoint = await asyncio.to_thread(SimEndpoint(profile, seed, scale).__enter__)
+    try:
+        got = await run_one(task, mode, seed, profile, proposals, time_scale, db,
+                            {**(extra or {}), "task_llm": {"url": endpoint.url}}, program_heldout,
+                            sim_clock=lambda: asyncio.to_thread(endpoint.sim_now))
+        served = await asyncio.to_thread(endpoint.metrics)
+    finally:
+        await asyncio.to_thread(endpoint.__exit__, None, None, None)
+    minutes = got["pipeline_sim_s"] / 60.0
+    got.update(pipeline_minutes=minutes, proposals_per_min=got["proposal_attempts"] / minutes if minutes > 0 else 0.0,
+               clock=served.get("clock", "wall"), utilization=served["utilization"],
+               throughput_utilization=served["throughput_utilization"], preemptions=served.get("preemptions"))
+    return got
 
 
 def settings(p) -> str:
@@ -160,6 +199,7 @@ def _peers(args: argparse.Namespace) -> list[peers_mod.Peer]:
 def main(args: argparse.Namespace) -> int:
     from evotui.bench import real as bench_real
 
+    sim_endpoint.DEFAULT_CLOCK = getattr(args, "sim_clock", "virtual")  # every row's sim-server, peers' too
     if bench_real.wanted(args):  # --llm-url URL / --llm local: a real server, wall-clock throughput
         return bench_real.main(args)
     if getattr(args, "suite", None):  # a declared suite of tasks x rows (bench_suite.py)
@@ -193,8 +233,8 @@ def main(args: argparse.Namespace) -> int:
                 return results
             for seed in range(args.seeds):
                 for mode in modes:  # interleaved, so machine drift hits every mode alike
-                    row = await run_one(args.task, mode, seed, args.profile, args.proposals, args.time_scale,
-                                        Path(tmp) / f"{mode}-{seed}.db")
+                    row = await run_over_loopback(args.task, mode, seed, args.profile, args.proposals,
+                                                  args.time_scale, Path(tmp) / f"{mode}-{seed}.db")
                     results[mode].append(row)
                     _progress(args, row)
                 for peer in peers:  # the real libraries, each against a fresh backend on loopback

@@ -33,7 +33,7 @@ from evotui.bench import quality as bench_quality
 from evotui import peers as peers_mod
 from evotui.bench.modes import MODES
 from evotui.bench.suite_report import summarise, table
-from evotui.peers.sim_endpoint import SimEndpoint, SimEndpointError
+from evotui.peers.sim_endpoint import SimEndpointError
 
 SUITES_FILE = Path(__file__).with_name("suites.toml")
 BEST_OF_N = "best-of-n"
@@ -140,27 +140,10 @@ async def run_row(task: SuiteTask, row: str, seed: int, suite: Suite, time_scale
             got = await bench.run_one(task.name, mode, seed, suite.profile, task.proposals, time_scale, db,
                                       extra or None, program_heldout=True)
         else:
-            got = await _over_loopback(task, mode, seed, suite, time_scale, db, extra)
+            got = await bench.run_over_loopback(task.name, mode, seed, suite.profile, task.proposals, time_scale, db,
+                                                extra, program_heldout=True)
     got["mode"] = row
     got["transport"] = "loopback" if row in peers_mod.PEERS else suite.transport
-    return got
-
-
-async def _over_loopback(task: SuiteTask, mode: str, seed: int, suite: Suite, time_scale: float | None, db: Path,
-                         extra: dict) -> dict:
-    """An evotui run whose every LLM call goes over HTTP to a fresh sim-server (as a peer's do).
-    The engine then times the run by the wall clock, so its pipeline time is converted to
-    simulated minutes by the server's time scale (the sim-server's clock is wall time x scale)."""
-    scale = time_scale if time_scale is not None else SimConfig().time_scale
-    endpoint = await asyncio.to_thread(SimEndpoint(suite.profile, seed, scale).__enter__)
-    try:
-        got = await bench.run_one(task.name, mode, seed, suite.profile, task.proposals, time_scale, db,
-                                  {**extra, "task_llm": {"url": endpoint.url}}, program_heldout=True)
-    finally:
-        await asyncio.to_thread(endpoint.__exit__, None, None, None)
-    minutes = got["pipeline_wall_s"] * scale / 60.0
-    got["pipeline_minutes"] = minutes
-    got["proposals_per_min"] = got["proposal_attempts"] / minutes if minutes > 0 else 0.0
     return got
 
 

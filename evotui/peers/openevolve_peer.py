@@ -5,9 +5,10 @@ Ours is only the configuration and the evaluation file a user writes. The config
 OpenEvolve's `Config()` defaults with the repository's default `parallel_evaluations = 4`
 (configs/default_config.yaml; the dataclass default is 1), the simulated endpoint as its one
 model, and the bench's seed. The evaluation file hands each program to evotui's sandbox with
-the task's limits (LLM-written code never runs unconfined) and appends one line per evaluation
-to a log, from which the pipeline time (after the initial program's evaluation, as evotui's),
-the best score over time and the best program (the suite re-scores it held out) are read.
+the task's limits (LLM-written code never runs unconfined) and appends one line per evaluation,
+stamped with the simulated server's clock, to a log, from which the pipeline time (after the
+initial program's evaluation, as evotui's), the best score over time and the best program (the
+suite re-scores it held out) are read.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import asyncio
 import json
 import time
 from pathlib import Path
+from typing import Callable
 
 from engine.tasks.program_task import ProgramTask
 from evotui.peers.chat import MODEL
@@ -23,7 +25,7 @@ from evotui.peers.chat import MODEL
 PARALLEL_EVALUATIONS = 4
 
 _EVALUATION_FILE = '''"""OpenEvolve evaluation file written by evotui's bench: each program runs in evotui's sandbox."""
-import asyncio, json, os, pathlib, time
+import asyncio, json, os, pathlib, urllib.request
 
 from engine.sandbox.core import Sandbox, SandboxLimits
 
@@ -31,13 +33,19 @@ EVALUATOR = {evaluator!r}
 INITIAL = pathlib.Path({initial!r}).read_text()
 LOG = {log!r}
 LIMITS = SandboxLimits(**{limits!r})
+METRICS = {metrics!r}
+
+
+def sim_now():
+    with urllib.request.urlopen(METRICS, timeout=30) as reply:
+        return json.load(reply)["sim_now"]
 
 
 def evaluate(program_path):
     text = pathlib.Path(program_path).read_text()
     res = asyncio.run(Sandbox(LIMITS, concurrency=1).evaluate(EVALUATOR, text, mode={mode!r}))
     score = res.score if res.ok and res.score is not None else 0.0
-    line = json.dumps({{"t": time.time(), "score": score, "ok": res.ok, "initial": text == INITIAL,
+    line = json.dumps({{"t": sim_now(), "score": score, "ok": res.ok, "initial": text == INITIAL,
                         "text": text}}) + "\\n"
     fd = os.open(LOG, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
     try:
@@ -55,7 +63,8 @@ def _limits(task: ProgramTask) -> dict:
     return {"wall_s": lim.wall_s, "memory_mb": lim.memory_mb, "nproc": lim.nproc, "threads": lim.threads}
 
 
-def run(task: ProgramTask, url: str, seed: int, proposals: int, time_scale: float, workdir: Path) -> dict:
+def run(task: ProgramTask, url: str, seed: int, proposals: int, sim_clock: Callable[[], float], workdir: Path) -> dict:
+    """One OpenEvolve run; times in simulated seconds of the server at `url` (sim_clock reads it)."""
     from openevolve.config import Config, LLMModelConfig
     from openevolve.controller import OpenEvolve
 
@@ -65,7 +74,8 @@ def run(task: ProgramTask, url: str, seed: int, proposals: int, time_scale: floa
     log = workdir / "evaluations.jsonl"
     evaluation_file = workdir / "evaluation.py"
     evaluation_file.write_text(_EVALUATION_FILE.format(evaluator=str(task.evaluator), mode=task.sandbox_mode,
-                                                       initial=str(initial), log=str(log), limits=_limits(task)))
+                                                       initial=str(initial), log=str(log), limits=_limits(task),
+                                                       metrics=f"{url}/sim/metrics"))
     config = Config()
     config.random_seed = seed
     config.max_iterations = proposals
@@ -78,9 +88,9 @@ def run(task: ProgramTask, url: str, seed: int, proposals: int, time_scale: floa
                                  timeout=llm.timeout, retries=llm.retries, retry_delay=llm.retry_delay)]
     llm.evaluator_models = list(llm.models)
     controller = OpenEvolve(str(initial), str(evaluation_file), config, output_dir=str(workdir / "output"))
-    t_start = time.time()
+    wall_start, t_start = time.monotonic(), sim_clock()
     asyncio.run(controller.run(iterations=proposals))
-    t_end = time.time()
+    wall_s, t_end = time.monotonic() - wall_start, sim_clock()
     rows = [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
     seeds = [r for r in rows if r["initial"]]
     t0 = seeds[0]["t"] if seeds else t_start
@@ -90,7 +100,7 @@ def run(task: ProgramTask, url: str, seed: int, proposals: int, time_scale: floa
             best, best_text = r["score"], r["text"]
             history.append([max(0.0, r["t"] - t0), best])
     evaluated = sum(1 for r in rows if not r["initial"])
-    return {"proposals": proposals, "evaluated": evaluated, "pipeline_minutes": (t_end - t0) * time_scale / 60.0,
-            "wall_s": t_end - t0, "best_score": best, "seed_score": seeds[0]["score"] if seeds else None,
+    return {"proposals": proposals, "evaluated": evaluated, "pipeline_minutes": (t_end - t0) / 60.0,
+            "wall_s": wall_s, "best_score": best, "seed_score": seeds[0]["score"] if seeds else None,
             "accepted": evaluated, "best_history": history, "parallel_evaluations": PARALLEL_EVALUATIONS,
             "best_text": best_text}

@@ -13,6 +13,8 @@ import httpx
 from evotui.peers import lifeline
 
 _START_TIMEOUT_S = 60.0
+DEFAULT_CLOCK = "virtual"
+"""The clock of endpoints made without one: the bench sets it from --sim-clock for every row."""
 
 
 class SimEndpointError(RuntimeError):
@@ -31,8 +33,9 @@ class SimEndpoint:
     time while it works and jumps while it waits on the backend (engine/llm/sim/virtual_clock.py),
     so a loaded machine does not change the figures; "wall": wall time x time scale."""
 
-    def __init__(self, profile: str, seed: int, time_scale: float | None, clock: str = "virtual") -> None:
-        self.profile, self.seed, self.time_scale, self.clock = profile, seed, time_scale, clock
+    def __init__(self, profile: str, seed: int, time_scale: float | None, clock: str | None = None) -> None:
+        self.profile, self.seed, self.time_scale = profile, seed, time_scale
+        self.clock = clock or DEFAULT_CLOCK
         self.proc: subprocess.Popen | None = None
         self.port = 0
 

@@ -19,6 +19,7 @@ from pathlib import Path
 
 PROC = Path("/proc")
 _BUSY_STATES = frozenset("RD")
+_ESTABLISHED = "01"  # TCP state in /proc/net/tcp
 _TREE_EVERY = 20
 """Re-list the process tree every this many samples (a new evaluator process joins within it)."""
 
@@ -120,7 +121,10 @@ class ClientWatch:
             text = _read(PROC / "net" / name)
             for line in (text or "").splitlines()[1:]:
                 f = line.split()
-                if len(f) > 4 and (f[1].endswith(port) or f[2].endswith(port)) and f[4] != "00000000:00000000":
+                # Established only: a pooled connection the server closed sits in CLOSE_WAIT with
+                # its unread FIN counted in the queue until the client reuses or drops it.
+                if len(f) > 4 and f[3] == _ESTABLISHED and (f[1].endswith(port) or f[2].endswith(port)) \
+                        and f[4] != "00000000:00000000":
                     return True
         return False
 

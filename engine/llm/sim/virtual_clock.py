@@ -7,7 +7,7 @@ reads as a simulated second. VirtualClock is a discrete-event clock driven by wh
 are seen doing (client_watch.py):
 - while a client works, simulated time moves by the CPU time it used (the largest any one of
   its processes used: their work would run side by side on a real box);
-- once every client has been idle for `settle` samples in a row with requests in flight (they
+- once every client is seen idle with requests in flight (they
   wait on the backend and nothing else), it jumps to the next backend event, and keeps jumping
   while those events deliver nothing (internal steps of the serving model);
 - when the clients are idle with no request in flight they wait on their own timers (a
@@ -25,10 +25,11 @@ from typing import Callable
 from engine.llm.sim.client_watch import ClientWatch, ClientWatchError, Sample
 from engine.llm.sim.clock import Timer, TimerHandle
 
-TICK_S = 0.004
+TICK_S = 0.002
 """Wall seconds between looks at the clients."""
-SETTLE = 2
-"""Consecutive idle looks before a jump: a client woken by a reply is runnable by the next look."""
+SETTLE = 1
+"""Consecutive idle looks before a jump. One suffices: every hand-off a client waits on is seen at
+once (a reply lands in its socket queue, a woken thread is runnable from the waker's syscall)."""
 
 
 class VirtualClock:
