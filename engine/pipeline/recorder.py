@@ -17,6 +17,10 @@ from engine.pipeline.stage import Stage
 from engine.staleness import Decision
 
 MAX_CONSECUTIVE_LLM_ERRORS = 25
+MAX_CONSECUTIVE_CRASHES = 20
+"""Internal errors (a handler bug) in a row, with no item finishing normally between them, after
+which the run stops: a bug that hits every item would otherwise make items without end, each
+paying for its rollout, since a crashed item is charged no proposal."""
 """Calls failing in a row (each after its retries) that stop the run instead of burning budget."""
 """Stages that check staleness before spending LLM calls on an item."""
 
@@ -33,6 +37,7 @@ class Recorder:
         self.on_fatal = on_fatal
         self.in_flight: dict[str, WorkItem] = {}
         self.consecutive_errors = 0
+        self.consecutive_crashes = 0
         self.abandon: Callable[[WorkItem], None] | None = None
         """Set by the orchestrator: the handlers release what an item that ended without being
         accepted holds in the archive (a speculative artifact)."""
@@ -112,6 +117,8 @@ class Recorder:
 
     def item_finished(self, stage: Stage, item: WorkItem, started_at: float, outcome: str) -> None:
         ctx = self.ctx
+        if outcome not in ("error", "forwarded", "parked"):  # an item that ended, and not by a bug
+            self.consecutive_crashes = 0
         now = time.time()
         ctx.store.insert_item_stage(
             ctx.run_id,
@@ -164,6 +171,12 @@ class Recorder:
         else:
             detail, outcome = "".join(traceback.format_exception_only(type(exc), exc)).strip(), "error"
             ctx.tally.fail_reasons[f"internal error in {stage.name}"] += 1
+            self.consecutive_crashes += 1
+            if self.consecutive_crashes >= MAX_CONSECUTIVE_CRASHES:
+                self.on_fatal(FatalRunError(
+                    f"{self.consecutive_crashes} items in a row ended with an internal error (last, in stage "
+                    f"{stage.name}: {detail}); this is a bug, not your input: report it with `evotui export`; "
+                    "the run stopped so it spends nothing more on it"))
         item.outcome = outcome
         item.reason = f"{stage.name}: {detail}"
         ctx.bus.publish(ev.ItemFailed(item_id=item.item_id, stage=stage.name, reason=detail))

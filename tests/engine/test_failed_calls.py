@@ -53,3 +53,18 @@ async def test_attempts_that_never_yield_a_candidate_stop_the_run(harness) -> No
     assert result.status == "failed" and result.exit_code == 4
     assert "no progress: 5 items in a row" in result.reason
     assert result.summary["proposal_attempts"] < 20
+
+
+async def test_a_handler_bug_hitting_every_item_stops_the_run(harness) -> None:
+    """A crash is not charged as a proposal, so only this counter stops a bug that hits every item."""
+    run = await harness.create(pipeline={"mode": "async"}, budget={"max_proposals": 500})
+
+    async def broken(item):
+        raise KeyError("a stage bug")
+
+    run.orchestrator.stages["propose"].handler = broken
+    result = await harness.run_to_end(run)
+    assert result.status == "failed"
+    assert "20 items in a row ended with an internal error" in result.reason
+    assert "propose: KeyError: 'a stage bug'" in result.reason and "this is a bug" in result.reason
+    assert run.ctx.tally.fail_reasons["internal error in propose"] < 40  # stopped, not without end
