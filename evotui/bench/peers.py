@@ -81,6 +81,7 @@ def run_peer(peer: Peer, task: str, seed: int, profile: str, proposals: int, tim
         "utilization": backend["utilization"],
         "throughput_utilization": backend["throughput_utilization"],
         "preemptions": backend.get("preemptions"),
+        "clock": backend.get("clock", "wall"),  # the server's clock, which timed the row (sim-server --clock)
         "wall_s": got["wall_s"],
         "pipeline_wall_s": got["wall_s"],
         "best_history": got["best_history"],
