@@ -91,9 +91,9 @@ class WorkItem:
     minibatch: list[str]
     stage: str
     created_at: float
-    payload: dict = field(default_factory=dict)
-    """Stored keys no typed field holds: records not typed yet and keys written by another
-    release (kept, so a resume writes them back). A typed key here is refused (to_payload)."""
+    unknown_keys: dict = field(default_factory=dict)
+    """Stored payload keys no typed field holds, written by another release: kept, so a resume
+    writes them back. A typed key here is refused (to_payload)."""
     enqueued_at: float = 0.0
     tokens: int = 0
     """Tokens spent on this item so far (wasted if it is discarded)."""
@@ -168,11 +168,11 @@ class WorkItem:
 
     def to_payload(self) -> dict:
         """The flat stored layout (engine/store): the typed fields under the keys earlier releases used."""
-        typed = TYPED_KEYS.intersection(self.payload)
-        if typed:  # a writer that still uses the payload for a typed product would be read back wrong
-            raise ValueError(f"item {self.item_id}: payload keys {sorted(typed)} are typed fields now "
+        typed = TYPED_KEYS.intersection(self.unknown_keys)
+        if typed:  # saved twice under one key, it would be read back wrong
+            raise ValueError(f"item {self.item_id}: unknown_keys {sorted(typed)} are typed fields "
                              "(engine/items/products.py); set them there")
-        out = {"minibatch": self.minibatch, "tokens": self.tokens, **self.payload}
+        out = {"minibatch": self.minibatch, "tokens": self.tokens, **self.unknown_keys}
         if self.merge is not None:
             out["merge"] = self.merge.to_dict()
         if self.chain is not None:
@@ -220,7 +220,7 @@ class WorkItem:
             minibatch=minibatch,
             stage=row["stage"],
             created_at=float(row["created_at"]),
-            payload=payload,
+            unknown_keys=payload,
             tokens=tokens,
             merge=MergeOf(str(m["ours"]), str(m["theirs"]), str(m["base"])) if m else None,
             chain=chain,
@@ -244,4 +244,4 @@ RECORD_CLASSES = {"rollout_release": RolloutRelease, "repair": RepairDecision}
 TYPED_KEYS = frozenset({"minibatch", "tokens", "merge", "speculative", "selection", *ChainLink.KEYS, *LOG_KEYS.values(),
                         *RECORD_KEYS.values(),
                         *(key for cls in (Rollout, Proposal, GateScores, Validation, ProgramEvaluation) for key in stored_keys(cls))})
-"""Stored keys that typed fields hold: never left in `payload`."""
+"""Stored keys that typed fields hold: never in `unknown_keys`."""

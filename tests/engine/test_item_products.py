@@ -110,14 +110,14 @@ def test_an_old_row_reads_into_its_records() -> None:
     assert prompt.rollout_release == RolloutRelease(["e3"], 2, 1, joined=True) and prompt.repair is None
     program = WorkItem.from_row(_row(OLD_CHAIN_PROGRAM_PAYLOAD))
     assert program.repair == RepairDecision("patch", "moved", 6, {"best": "a000005", "changes": 2, "llm": True})
-    assert program.payload == {} and prompt.payload == {"from_a_newer_release": {"x": 1}}  # all else is typed
+    assert program.unknown_keys == {} and prompt.unknown_keys == {"from_a_newer_release": {"x": 1}}  # all else typed
 
 
 def test_a_typed_key_left_in_the_payload_is_refused_not_saved_twice() -> None:
-    item = WorkItem("i000001", 1, "a000001", [], "evaluate", 0.0, payload={"child": "x = 1\n"})
-    with pytest.raises(ValueError, match=r"payload keys \['child'\] are typed fields"):
+    item = WorkItem("i000001", 1, "a000001", [], "evaluate", 0.0, unknown_keys={"child": "x = 1\n"})
+    with pytest.raises(ValueError, match=r"unknown_keys \['child'\] are typed fields"):
         item.to_payload()
-    item.payload.clear()
+    item.unknown_keys.clear()
     item.amend_proposal(child="x = 1\n")
     item.amend_proposal(diff="+x = 1")
     assert item.to_payload() == {"minibatch": [], "tokens": 0, "child": "x = 1\n", "diff": "+x = 1"}

@@ -111,11 +111,11 @@ async def test_items_flow_through_two_chained_stages(stages) -> None:
     seen_b: list[tuple[str, str, list]] = []
 
     async def first(it: WorkItem) -> WorkItem:
-        it.payload["trace"] = [it.item_id.upper()]
+        it.notes = {"trace": it.item_id.upper()}  # what the first stage puts on the item
         return it
 
     async def second(it: WorkItem) -> None:
-        seen_b.append((it.item_id, it.stage, it.payload["trace"]))
+        seen_b.append((it.item_id, it.stage, [it.notes["trace"]]))
         if it.item_id == "i2":
             it.outcome = "accepted"
         return None
