@@ -104,7 +104,7 @@ class SearchHandlers(Protocol):
         ...
 
     def ended(self, item: WorkItem) -> None:
-        """An item ended without reaching the archive, its row saved (payload outcome and
+        """An item ended without reaching the archive, its row saved (its outcome and
         reason say how): the strategy learns of it (e.g. a failed candidate)."""
         ...
 

@@ -4,7 +4,7 @@ bounds are engine/strategy/executor.py): a candidate whose patch applied is chec
 errors in the same conversation and asked again, at most the variant's rounds. Each repair is an
 LLM call of stage `execute_fix`, charged to the item like its proposal.
 
-What happened is kept as a plain record, `executor_fix` in the item's payload and the committed
+What happened is kept as a plain record, `executor_fix` in the item's proposal (Proposal.executor_fix) and the committed
 child's meta: the variant that worked, the outcome (unchecked / passed / repaired / failed) and
 one entry per repair call with the round, the reason it was made (the errors shown) and its result.
 """

@@ -329,7 +329,7 @@ class PromptStages(PinnedParents, ExampleKindMixin, KindHandlers):
         self.audit.evaluation(item, True)  # a chain head passed its gate: its evaluate row
 
     def handed_on(self, item: WorkItem, answers: Answers) -> None:
-        return None  # the next step's traces are in its payload: all a prompt proposal needs
+        return None  # the next step's traces are its rollout: all a prompt proposal needs
 
     def reject(self, item: WorkItem, reason: str) -> None:
         """A candidate that failed its gate: counted, announced, ended."""
