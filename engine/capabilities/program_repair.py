@@ -162,7 +162,7 @@ class ProgramRepair:
 
     async def reflect(self, item: WorkItem) -> WorkItem | None:
         host = self.host
-        ctx, recorder = host.ctx, host.recorder
+        ctx = host.ctx
         pool = ctx.pool
         gap = pool.gap(item.created_version)
         changes = []
