@@ -28,7 +28,10 @@ from engine.strategy.registry import register
 
 SUMMARY = "Summarizer, Navigator and Sampler agents compress the history into the proposer's context (ContextEvolve)"
 SELECTIONS = ("tournament", "pareto", "islands")
-ISLAND_KEYS = ("islands", "migration_interval", "migration_share", "bins", "population_cap")
+# The same island settings as loongflow's own (and the task's declared axes): `evotui show`, the
+# islands screen and the migrations rows describe this fold with them.
+ISLAND_KEYS = ("islands", "migration_interval", "migration_share", "bins", "population_cap",
+               "migration_threshold", "migration_trigger")
 SELECTOR_KEYS = ("temperature_rule", "tau_base", "explore_prob", "stagnation_k")
 
 
@@ -102,7 +105,8 @@ def selector_for(selection: str, params: SearchParams) -> ParentSelector:
         return ParetoSelector()
     if selection == "islands":
         lf = params.options.get("loongflow", {})
-        settings = IslandSettings(**{k: lf[k] for k in ISLAND_KEYS if k in lf})  # type: ignore[arg-type]
+        settings = IslandSettings(**{k: lf[k] for k in ISLAND_KEYS if k in lf},  # type: ignore[arg-type]
+                                  descriptors=params.descriptors)
         return BoltzmannIslandSelector(settings, **{k: lf[k] for k in SELECTOR_KEYS if k in lf})  # type: ignore[arg-type]
     if selection == "tournament":
         return TournamentSelector(params.tournament_size, params.elite_size, params.explore_prob)
