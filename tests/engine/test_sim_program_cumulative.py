@@ -1,18 +1,16 @@
 """The simulated program model improves programs cumulatively: evolution beats best-of-N.
 
 Issue 34: a task whose evolution does not beat best-of-N at equal proposals tests nothing. On the
-old model it did not (circle_packing and heilbronn, bench and this loop alike): every edit was a
-random move of a random literal, whatever the request showed. The model now reads what the
-request shows, as an LLM does (engine/llm/sim/README.md, "Program tasks"):
-- feedback naming items ("points (4, 8, 10)") gets those items edited (blamed_items.py), so each
-  fix exposes the next bottleneck, which a proposal from the seed never sees;
-- scored programs shown beside the parent point the way to move a constant (directions.inferred);
-- a setting is borrowed only from a program not scored below the parent.
+old model heilbronn's did not (bench and this loop alike): every edit moved a random literal,
+whatever the request showed. The model now edits the items the evaluator's feedback names
+("points (4, 8, 10)", engine/llm/sim/blamed_items.py), so each fix exposes the next bottleneck,
+which a proposal from the seed never sees (engine/llm/sim/README.md, "Program tasks").
 
-The loop below (heilbronn) is a small evolution with the engine's own prompt builder and patch applier: the
-parent is the best program so far (else, 30% of the time, a random one), the two best others are
-shown with their scores, the parent's evaluator feedback is shown. Best-of-N asks the same number of
-times from the seed with its own feedback. Fixed seeds, in-process evaluators, no clock: deterministic.
+The loop below (heilbronn) is a small evolution with the engine's own prompt builder and patch
+applier: the parent is the best program so far (else, 30% of the time, a random one), the two best
+others are shown with their scores, the parent's evaluator feedback is shown. Best-of-N asks the
+same number of times from the seed with its own feedback. Fixed seeds, in-process evaluators, no
+clock: deterministic.
 """
 
 from __future__ import annotations
@@ -26,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from engine.code.patches import apply_reply
-from engine.llm.sim import blamed_items, directions, program_model
+from engine.llm.sim import blamed_items, program_model
 from engine.stages import program_prompt
 
 TASKS = Path(__file__).resolve().parents[2] / "tasks"
@@ -97,11 +95,9 @@ def test_evolution_beats_best_of_n_at_equal_proposals(tmp_path: Path) -> None:
     diffs = [_evolution(seed_code, scorer, random.Random(s)) - _best_of_n(seed_code, scorer, random.Random(1000 + s))
              for s in SEEDS]
     wins = sum(d > 0 for d in diffs)
-    # measured: this model +0.043, 12 of 12 seeds (+0.038 +- 0.006, 23 of 24 over seeds 0-23); the
-    # old model, blind to the request's scores and feedback: -0.011, 4 of 12 (-0.005 +- 0.007, 9 of 24).
-    # circle_packing is not asserted: there the loop gives +0.034 +- 0.022 (14 of 24) against the old
-    # model's +0.018 +- 0.020, within the noise (engine/llm/sim/README.md, "Program tasks").
-    assert statistics.mean(diffs) > 0.02 and wins >= 10, (statistics.mean(diffs), wins, diffs)
+    # measured: this model +0.024, 10 of 12 seeds (+0.025 +- 0.007, 19 of 24 over seeds 0-23); the
+    # old model, blind to the feedback: -0.011, 4 of 12 (-0.005 +- 0.007, 9 of 24).
+    assert statistics.mean(diffs) > 0.01 and wins >= 9, (statistics.mean(diffs), wins, diffs)
 
 
 HEILBRONN_FEEDBACK = "- feedback: smallest triangle is points (4, 8, 10) with area 0.00080"
@@ -133,42 +129,7 @@ def test_blamed_items_are_what_the_feedback_request_edits() -> None:
     assert 0.35 * 200 < hits < 0.65 * 200  # P_BLAME = 0.5 of the replies that are not failure paths
 
 
-PARENT = "x = 1\n# EVOLVE-BLOCK-START\ndef f():\n    step = 0.25\n    width = 2.0\n    return step * width\n# EVOLVE-BLOCK-END\n"
-
-
-def test_scored_programs_point_the_way() -> None:
-    better = PARENT.replace("step = 0.25", "step = 0.3")
-    worse = PARENT.replace("width = 2.0", "width = 2.5")
-    request = (f"### Program a (combined_score 0.9)\n```python\n{better}```\n"
-               f"### Program b (Score: 0.1)\n```python\n{worse}```\n"
-               f"## Current program (p, combined_score 0.5)\n```python\n{PARENT}```\n")
-    assert directions.parent_score(request, PARENT) == 0.5
-    assert [s for s, _ in directions.scored_blocks(request)] == [0.9, 0.1, 0.5]
-    # step: the better program has more -> up; width: the worse program has more -> down
-    assert directions.inferred(PARENT, 0.5, directions.scored_blocks(request)[:2]) == [(3, 0, True), (4, 0, False)]
-    # OpenEvolve states the current program's metrics, not in its heading
-    assert directions.parent_score("- combined_score: 0.4200\n# Current Program\n```python\nx\n```", "x\n") == 0.42
-    assert directions.inferred(PARENT, None, directions.scored_blocks(request)) == []
-    tied = [(0.5, better)]
-    assert directions.inferred(PARENT, 0.5, tied) == []
-
-
-def test_borrowing_skips_programs_scored_below_the_parent() -> None:
-    worse = PARENT.replace("width = 2.0", "width = 9.5")
-    request = (f"### Program b (combined_score 0.1)\n```python\n{worse}```\n"
-               f"## Current program (p, combined_score 0.5)\n```python\n{PARENT}```\n")
-    for seed in range(300):
-        _, edits = program_model.choose_edit(PARENT, program_model.PYTHON, "diff", request, [worse], None, False,
-                                             random.Random(seed))
-        assert not (isinstance(edits, list) and any("9.5" in new for _, new in edits)), seed
-    unscored = request.replace("combined_score 0.1", "no score").replace("combined_score 0.5", "no score")
-    copied = sum(isinstance(e, list) and any("9.5" in new for _, new in e)
-                 for e in (program_model.choose_edit(PARENT, program_model.PYTHON, "diff", unscored, [worse], None,
-                                                     False, random.Random(s))[1] for s in range(300)))
-    assert copied > 20  # without scores it borrows from any program shown, as before
-
-
-def test_requests_without_scores_or_named_items_draw_nothing_new(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_requests_naming_no_item_draw_nothing_new(monkeypatch: pytest.MonkeyPatch) -> None:
     code = (TASKS / "circle_packing" / "initial_program.py").read_text()
     request = f"## Current program\n```python\n{code}```\n## Evaluator feedback\n- valid packing, 3 circle(s) small\n"
 
@@ -177,15 +138,6 @@ def test_requests_without_scores_or_named_items_draw_nothing_new(monkeypatch: py
                                           random.Random(s)) for s in range(60)]
 
     monkeypatch.setattr(program_model, "P_BLAME", 1.0)
-    monkeypatch.setattr(program_model, "P_INFER", 1.0)
     always = replies()
     monkeypatch.setattr(program_model, "P_BLAME", 0.0)
-    monkeypatch.setattr(program_model, "P_INFER", 0.0)
-    assert replies() == always
-
-
-def test_perturbations_change_values_and_skip_quoted_numbers() -> None:
-    for seed in range(300):
-        assert float(program_model._perturb_number("0.1", random.Random(seed))) != 0.1
-    assert [m.group(0) for m in program_model._literals('    """Place 26 centres."""')] == []
-    assert [m.group(0) for m in program_model._literals('s = "a 3" + str(4)')] == ["4"]
+    assert replies() == always  # circle_packing's grid has no item table: its replies are the old model's

@@ -50,7 +50,7 @@ def _prog(code: str, score: float = 0.5, correct: bool = True):
 
 
 def shinka_messages(kind: str, parent: str = PROGRAM, other: str = OTHER, variant: int = 0,
-                    prior: bool = True, other_score: float = 0.4) -> list[dict]:
+                    prior: bool = True) -> list[dict]:
     """Messages as shinka.core.sampler.PromptSampler.sample / sample_fix builds them; ``other``
     shown as a prior program (``prior``) and, for a crossover, as the second parent."""
     perf = SP.perf_str(0.5, {"score": 0.5})
@@ -67,14 +67,14 @@ def shinka_messages(kind: str, parent: str = PROGRAM, other: str = OTHER, varian
     user = history + "\n" + template.format(language="python", code_content=parent, performance_metrics=perf,
                                              text_feedback_section="")
     if kind == "cross":
-        user += "\n\n" + SP.get_cross_component([_prog(other, other_score)], [], language="python")
+        user += "\n\n" + SP.get_cross_component([_prog(other, 0.4)], [], language="python")
     return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
 
-def _own(fmt: str, parent: str = PROGRAM, other: str = OTHER, other_score: float = 0.4) -> list[dict]:
+def _own(fmt: str, parent: str = PROGRAM, other: str = OTHER) -> list[dict]:
     return program_prompt.build_messages(
         system=program_prompt.system_message("", fmt), description="", parent_id="p1", parent_code=parent,
-        parent_score=0.5, metrics={}, feedback={}, last_change="", others=[("p0", other_score, other)], failures=[],
+        parent_score=0.5, metrics={}, feedback={}, last_change="", others=[("p0", 0.4, other)], failures=[],
         fmt=fmt, max_chars=20000)
 
 
@@ -141,15 +141,13 @@ def test_every_full_rewrite_variant_gets_a_whole_program(variant: int) -> None:
 
 
 def test_crossover_borrows_from_the_second_parent_as_any_layout_does() -> None:
-    # no prior programs: only the crossover parent, scored above the parent (the model borrows
-    # from no program scored below the parent, in any layout)
-    msgs = shinka_messages("cross", prior=False, other_score=0.6)
+    msgs = shinka_messages("cross", prior=False)  # no prior programs: only the crossover parent
     assert "# Crossover Inspiration Programs" in msgs[1]["content"]
     borrowed = 0
     for seed in range(60):
         reply = _reply(msgs, seed)
         code = _between(reply, "```python", "```")
-        assert code == _between(_reply(_own("full", other_score=0.6), seed, "propose"), "```python", "```")
+        assert code == _between(_reply(_own("full"), seed, "propose"), "```python", "```")
         borrowed += "step = 0.2\n" in code
     assert borrowed >= 5  # P_BORROW = 0.25 of proposals take a line from a shown program
 

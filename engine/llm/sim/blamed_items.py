@@ -19,9 +19,8 @@ from __future__ import annotations
 
 import re
 
-from engine.llm.sim import directions
-
 _FENCE = re.compile(r"```.*?(```|\Z)", re.S)
+_NUM = re.compile(r"(?<![\w.])(\d+\.\d*|\d*\.\d+|\d+)(?![\w.])")  # program_model's literal
 _NAMED = re.compile(r"\b(?:points?|circles?|items?|elements?|entries|entry|rows?|nodes?|vertices|vertex)"
                     r"\s*\(?\s*(\d+(?:\s*(?:,|and|&)\s*\d+)*)", re.I)
 
@@ -42,7 +41,7 @@ def item_table(lines: list[str], rows: list[int], comment: str) -> list[int]:
     lines equal up to their numbers, each with a number (at least two lines; else empty)."""
     def skeleton(i: int) -> str | None:
         code = lines[i].split(comment)[0]
-        return directions.TOKEN.sub("#", code.strip()) if directions.TOKEN.search(code) else None
+        return _NUM.sub("#", code.strip()) if _NUM.search(code) else None
 
     best: list[int] = []
     run: list[int] = []

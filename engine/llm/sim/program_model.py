@@ -13,8 +13,7 @@ and, at the rates below, emit malformed blocks, SEARCH text that is not in the p
 outside the EVOLVE-BLOCK, syntax errors, or re-indented (still valid) blocks. ``choose_edit`` is
 the edit model every layout shares (tagged_program.py renders it in tagged sections).
 It builds on what the request shows, as an LLM does (so evolution beats proposals from the seed):
-it edits the items the feedback names (blamed_items.py), moves constants the way the scored
-programs shown point (directions.inferred) and borrows from no program scored below the parent.
+it edits the items the feedback names (blamed_items.py; each fix exposes the next bottleneck).
 """
 
 from __future__ import annotations
@@ -59,12 +58,6 @@ P_BLAME = 0.5
 blamed_items.py) gets, when no stated direction was followed, a perturbation of one of those
 items' lines with this probability: the model fixes what the evaluator reports. A request
 naming no item draws nothing for it."""
-P_INFER = 0.5
-"""A request showing other programs with scores (and the parent's score) gets, when no stated
-direction was followed, a move of a constant the way those programs point (directions.py
-`inferred`: the parent's literal moved toward the better program's value) with this
-probability; in-context optimisation (OPRO, Yang et al. 2023). Weaker evidence than a stated
-direction, so below P_FOLLOW. A request without scored programs draws nothing for it."""
 
 FORMAT_RE = re.compile(r"evotui-patch-format: (diff|full|udiff)")
 _PARENT = re.compile(r"## Current program[^\n]*\n```([\w+-]*)\n(.*?)```", re.S)
@@ -74,7 +67,7 @@ _ANY_PARENT = re.compile(r"^#{1,3}[ \t]*Current program\b[^\n]*\n+```([\w+-]*)\n
 _DIFF_ASKED = re.compile(r"^<<<<<<< SEARCH[ \t]*$", re.M)
 _OTHER = re.compile(r"### (?:Program|Inspiration) [^\n]*\n```[\w+-]*\n(.*?)```", re.S)
 _CHANGE = re.compile(r"## Change that produced the current program\n```diff\n(.*?)```", re.S)
-_NUM = directions.TOKEN
+_NUM = re.compile(r"(?<![\w.])(\d+\.\d*|\d*\.\d+|\d+)(?![\w.])")
 
 
 def patch_format(system: str) -> str | None:
@@ -119,31 +112,21 @@ def _perturb_number(tok: str, rng: random.Random) -> str:
     decimals = max(2, len(tok.split(".")[1]) + (1 if rng.random() < 0.3 else 0))
     new = v * (1 + rng.gauss(0, REL_STEP)) if abs(v) > 0.02 else v + rng.gauss(0, 0.02)
     out = f"{new:.{min(decimals, 6)}f}"
-    # "0.1" -> "0.10" changes the text but not the value: an edit that changes nothing
-    return out if float(out) != v else f"{v + 10 ** -decimals:.{decimals}f}"
-
-
-_QUOTED = re.compile(r"\"[^\"]*(?:\"|$)|'[^']*(?:'|$)")
-
-
-def _literals(body: str) -> list[re.Match]:
-    """The numeric literals of a line's code, less those inside quotes: "Place 26 centres" in a
-    docstring is prose, and editing it changes nothing a model tunes."""
-    quoted = [(q.start(), q.end()) for q in _QUOTED.finditer(body)]
-    return [m for m in _NUM.finditer(body) if not any(a <= m.start() < b for a, b in quoted)]
+    return out if out != tok else f"{v + 10 ** -decimals:.{decimals}f}"
 
 
 def _perturb(code: str, rng: random.Random, lang: LanguageSpec = PYTHON,
              only: list[int] | None = None) -> list[tuple[str, str]] | None:
     """Perturb one literal (two with P_TWO_EDITS) of the editable lines, or of the lines ``only``."""
     lines = code.splitlines()
-    rows = [i for i in (_editable_lines(code, lang) if only is None else only) if _literals(_code_part(lines[i], lang))]
+    rows = [i for i in (_editable_lines(code, lang) if only is None else only) if _NUM.search(_code_part(lines[i], lang))]
     if not rows:
         return None
     edits = []
     for i in rng.sample(rows, min(len(rows), 2 if rng.random() < P_TWO_EDITS else 1)):
         line = lines[i]
-        nums = _literals(_code_part(line, lang))
+        body = _code_part(line, lang)
+        nums = list(_NUM.finditer(body))
         m = rng.choice(nums)
         edits.append((line, line[: m.start()] + _perturb_number(m.group(0), rng) + line[m.end():]))
     return edits
@@ -228,17 +211,13 @@ def _blocks(edits: list[tuple[str, str]], reindent: bool = False) -> str:
     return "\n".join(out)
 
 
-def _applied(code: str, edits: list[tuple[str, str]]) -> str:
-    for old, new in edits:
-        code = code.replace(old, new, 1)
-    return code
-
-
 def render(code: str, edits: list[tuple[str, str]], fmt: str, rng: random.Random, reason: str,
             lang: LanguageSpec = PYTHON) -> str:
     if fmt == "diff":
         return f"{reason}\n{_blocks(edits, reindent=rng.random() < P_REINDENT)}"
-    new = _applied(code, edits)
+    new = code
+    for old, rep in edits:
+        new = new.replace(old, rep, 1)
     if fmt == "full":
         return f"{reason}\n```{lang.fence}\n{new.rstrip()}\n```"
     diff = "".join(difflib.unified_diff(code.splitlines(keepends=True), new.splitlines(keepends=True),
@@ -254,16 +233,11 @@ def _directed_targets(code: str, request: str, lang: LanguageSpec) -> list[tuple
 
 
 def _blamed(code: str, request: str, lang: LanguageSpec) -> list[int]:
-    """Editable lines holding the items the request's feedback names (blamed_items.py), once each."""
+    """Editable lines holding the items the request's feedback names (blamed_items.py), once each
+    (a line that occurs twice cannot be named by one SEARCH block)."""
     lines = code.splitlines()
     found = blamed_items.blamed_rows(lines, _editable_lines(code, lang), lang.comment, request)
     return sorted({i for i in found if lines.count(lines[i]) == 1})
-
-
-def _inferred_targets(code: str, request: str, lang: LanguageSpec) -> list[tuple[int, int, bool]]:
-    lines = code.splitlines()  # a line that occurs twice cannot be named by one SEARCH block
-    found = directions.request_inferred(code, request, lang.comment)
-    return [t for t in found if t[0] in set(_editable_lines(code, lang)) and lines.count(lines[t[0]]) == 1]
 
 
 def _directed(code: str, row: int, target: str, up: bool, rng: random.Random,
@@ -275,11 +249,7 @@ def _directed(code: str, row: int, target: str, up: bool, rng: random.Random,
     nums = [m for m in _NUM.finditer(body) if m.group(0) == target] or list(_NUM.finditer(body))
     if not nums:
         return None
-    return _moved(line, rng.choice(nums), up, rng)
-
-
-def _moved(line: str, m: re.Match, up: bool, rng: random.Random) -> list[tuple[str, str]] | None:
-    """The line with the literal `m` moved its way."""
+    m = rng.choice(nums)
     tok, sign = m.group(0), 1 if up else -1
     if "." not in tok:
         new = str(max(0, int(tok) + sign))
@@ -288,7 +258,7 @@ def _moved(line: str, m: re.Match, up: bool, rng: random.Random) -> list[tuple[s
         decimals = max(2, len(tok.split(".")[1]) + (1 if rng.random() < 0.3 else 0))
         step = abs(rng.gauss(0, REL_STEP)) * abs(v) if abs(v) > 0.02 else abs(rng.gauss(0, 0.02))
         new = f"{v + sign * step:.{min(decimals, 6)}f}"
-        if float(new) == v:  # the same value in other digits ("0.1" -> "0.10") is no move
+        if new == tok:
             new = f"{v + sign * 10 ** -decimals:.{decimals}f}"
     if new == tok:
         return None
@@ -344,20 +314,12 @@ def choose_edit(code: str, lang: LanguageSpec, fmt: str, request: str, others: l
     blamed = [] if edits else _blamed(code, request, lang)
     if blamed and rng.random() < P_BLAME:  # no draw without blamed items: replies unchanged
         edits, reason = _perturb(code, rng, lang, only=blamed), "Move the items the feedback names."
-    inferred = [] if edits else _inferred_targets(code, request, lang)
-    if inferred and rng.random() < P_INFER:  # no draw without scored programs: replies unchanged
-        row, k, up = rng.choice(inferred)
-        edits = _moved(code.splitlines()[row], list(_NUM.finditer(_code_part(code.splitlines()[row], lang)))[k], up, rng)
-        reason = "Move a constant the way the better programs shown differ."
-        if edits and _applied(code, edits) in {other for _, other in directions.scored_blocks(request)}:
-            edits = None  # that move only rebuilds a program already shown: no new idea, look further
     if not edits:
         roll = rng.random()
         if roll < P_REVERT and change is not None:
             edits, reason = _revert(code, change), "The last change looks harmful; revert it."
         elif roll < P_REVERT + P_BORROW:
-            donors = directions.not_worse(code, request, others)
-            edits, reason = (_borrow(code, donors, rng, lang) if donors else None), "Adopt a setting from a better program."
+            edits, reason = (_borrow(code, others, rng, lang) if others else None), "Adopt a setting from a better program."
     if not edits and rng.random() >= P_STRUCTURAL:
         edits, reason = _perturb(code, rng, lang), "Tune a constant of the construction."
     if not edits:
