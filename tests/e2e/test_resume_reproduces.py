@@ -31,14 +31,15 @@ CASES = {
     "rules-loongflow": ("rules", "loongflow", 16, 7, "proposed"),
     "rules-gepa": ("rules", "gepa", 16, 7, "proposed"),
     "rules-contextevolve": ("rules", "contextevolve", 16, 7, "proposed"),
-    # Seed 2: item 2 asks the Navigator and its candidate fails, so its guidance is in no artifact;
-    # items 3-5 share it. Killed as item 3 starts, the resume must still have it (the run state).
-    "program-contextevolve-lost-guidance": ("circle_packing", "contextevolve", 8, 2, "started"),
     "program-openevolve": ("circle_packing", "openevolve", 8, 3, "proposed"),
     "program-loongflow": ("circle_packing", "loongflow", 8, 3, "proposed"),
+    # Migrations every 3 commits, recorded as rows: the resumed run writes the same ones.
+    "program-loongflow-migrations": ("circle_packing", "loongflow", 10, 4, "proposed"),
 }
-SEEDS = {"program-contextevolve-lost-guidance": 2}
-"""Cases run with another seed than 11 (the situation they check happens early in that run)."""
+SEEDS = {"program-loongflow-migrations": 3}
+"""Cases run with another seed than 11 (one that migrates within the budget)."""
+CONFIGS = {"program-loongflow-migrations": "[strategy.loongflow]\nmigration_interval = 3\nmigration_threshold = 0.05\n"}
+"""Cases run with a --config file of this text."""
 TIMINGS = ("eval_s", "started_at", "latency_s", "elapsed_s")
 
 
@@ -60,9 +61,12 @@ def _stored(db: Path) -> dict[str, object]:
         items = con.execute("SELECT item_id, parent_artifact_id, outcome, error FROM items ORDER BY item_id").fetchall()
         events = con.execute("SELECT version, kind, artifact_id FROM pool_events ORDER BY version").fetchall()
         (open_items,) = con.execute("SELECT count(*) FROM items WHERE outcome IS NULL").fetchone()
+        migrations = con.execute("SELECT pool_version, at_commit, from_island, to_island, artifact_ids_json, trigger, "
+                                 "from_diversity, to_diversity, threshold, interval FROM migrations "
+                                 "ORDER BY at_commit, from_island, to_island").fetchall()
     finally:
         con.close()
-    return {"artifacts": arts, "items": items, "events": events, "open": open_items}
+    return {"artifacts": arts, "items": items, "events": events, "open": open_items, "migrations": migrations}
 
 
 def _reached(db: Path, ended: int, where: str) -> bool:
@@ -105,6 +109,9 @@ def test_killed_and_resumed_run_equals_the_uninterrupted_one(tmp_path: Path, cas
     task, strategy, budget, kill_at, where = CASES[case]
     args = ["run", task, "--strategy", strategy, "--mode", "sync", "--seed", str(SEEDS.get(case, 11)),
             "--max-proposals", str(budget), "--time-scale", "2000"]
+    if case in CONFIGS:
+        (tmp_path / "case.toml").write_text(CONFIGS[case])
+        args += ["--config", str(tmp_path / "case.toml")]
     whole, killed = tmp_path / "whole.db", tmp_path / "killed.db"
     done = subprocess.run(_cli(whole, *args), cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
@@ -114,10 +121,14 @@ def test_killed_and_resumed_run_equals_the_uninterrupted_one(tmp_path: Path, cas
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     a, b = _stored(whole), _stored(killed)
     print(f"{case}: killed with {len(before['items'])} items ({before['open']} open), "
-          f"{len(a['artifacts'])} artifacts and {len(a['items'])} items in each run at the end")
+          f"{len(a['artifacts'])} artifacts and {len(a['items'])} items in each run at the end, "
+          f"{len(before['migrations'])} migrations before the kill, {len(a['migrations'])} at the end")
     assert b["open"] == 0 and len(before["items"]) < len(a["items"])
     differ = sorted(k for k in a["artifacts"].keys() | b["artifacts"].keys()
                     if a["artifacts"].get(k) != b["artifacts"].get(k))
     assert not differ, f"{case}: artifacts that differ after the resume: {differ}"
     assert a["items"] == b["items"]
     assert a["events"] == b["events"]
+    assert a["migrations"] == b["migrations"]  # island strategies: recorded once each, across the kill too
+    if case in CONFIGS:
+        assert a["migrations"]  # the case made some (after the kill: the resumed run wrote them)
