@@ -21,6 +21,7 @@ from typing import Awaitable, Callable
 from engine.config import SimConfig
 from engine.pipeline.modes import mode_named
 from engine.run.runner import EngineRun, SetupError
+from engine.tasks.loader import load_any_task
 from engine.tasks.prompt_task import TaskError
 from evotui.bench import peers as bench_peers
 from evotui.bench import quality as bench_quality
@@ -49,6 +50,9 @@ async def run_one(task: str, mode: str, seed: int, profile: str, proposals: int,
         sim_defaults = SimConfig()
         capacity = sim_defaults.vllm_max_num_seqs if profile == "vllm" else sim_defaults.api_max_concurrency
         layer["task_llm"] = {"max_concurrency": capacity}
+        if load_any_task(task).kind == "program":  # no rollout stage to give workers (refused since 641e536)
+            workers = {k: v for k, v in layer["pipeline"]["workers"].items() if k != "rollout"}
+            layer["pipeline"] = {**layer["pipeline"], "workers": workers}
     layers = [("bench", layer)] + ([("bench overrides", extra)] if extra else [])
     run = await EngineRun.create(task, layers, db)
     window: list[float] = []
@@ -186,8 +190,6 @@ def _peers(args: argparse.Namespace) -> list[peers_mod.Peer]:
     """The real peers asked for with --peers, installed ones only (a one-line notice for the others)."""
     if not getattr(args, "peers", None):
         return []
-    from engine.tasks.loader import load_any_task
-
     chosen = peers_mod.parse(args.peers, load_any_task(args.task).kind)
     missing = [p.name for p in chosen if not peers_mod.installed(p)]
     if missing:

@@ -77,3 +77,22 @@ def test_cancelled_timers_neither_fire_nor_stop_a_jump():
     for _ in range(SETTLE):
         run = clock.look(lambda: False, run, wall_dt=0.004)
     assert fired == ["kept"] and clock.now() == 8.0
+
+
+def test_a_thread_of_many_short_turns_is_a_poller_and_one_at_work_is_not():
+    import os
+
+    from engine.llm.sim.client_watch import POLL_WINDOW_S, ClientWatch
+
+    watch = ClientWatch(os.getpid())
+    window = int(POLL_WINDOW_S * 1e9)
+    # (tid, CPU ns, turns on a CPU) at the window's start and end
+    watch._classify(1, 0, 0, 0)
+    watch._classify(1, 8 * 50_000, 8, window)  # 8 wakes of 50 us: a queue poller
+    watch._classify(2, 0, 0, 0)
+    watch._classify(2, 90_000_000, 30, window)  # 30 turns of 3 ms: at work on a loaded machine
+    watch._classify(3, 0, 0, 0)
+    watch._classify(3, 20_000, 2, window)  # two short turns: woken by replies, not polling
+    assert watch._pollers == {1}
+    watch._classify(1, 8 * 50_000 + 40_000_000, 10, 2 * window)  # the poller starts real work
+    assert watch._pollers == set()

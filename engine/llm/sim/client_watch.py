@@ -9,17 +9,27 @@ the sim-server itself and any other sim-server. One `sample()` says, since the p
   the machine adds nothing.
 
 Per-thread CPU comes from /proc/PID/task/TID/schedstat (nanoseconds), states from .../stat.
+
+A poller (a thread that wakes dozens of times a second to check a queue: OpenEvolve's and
+ShinkaEvolve's controllers) is runnable at many looks on a loaded machine, which would hold the
+clock at its CPU rate. A runnable thread whose recent history is a poller's (at least
+POLL_SLICES times on a CPU over the last POLL_WINDOW_S, under POLL_CPU_S each) does not count as
+busy. The error this can make is a jump while such a thread had real work pending, which delays
+that client's next request: it never flatters the client.
 """
 
 from __future__ import annotations
 
 import os
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
 PROC = Path("/proc")
-_BUSY_STATES = frozenset("RD")
 _ESTABLISHED = "01"  # TCP state in /proc/net/tcp
+POLL_WINDOW_S = 0.1
+POLL_SLICES = 4
+POLL_CPU_S = 0.0005
 _TREE_EVERY = 20
 """Re-list the process tree every this many samples (a new evaluator process joins within it)."""
 
@@ -77,6 +87,8 @@ class ClientWatch:
         self._cpu: dict[int, int] = {}  # thread id -> ns on a CPU, at the last sample
         self._seen: dict[int, int] = {}
         self._n = 0
+        self._history: dict[int, tuple[int, int, int]] = {}  # tid -> (t, cpu ns, slices) at window start
+        self._pollers: set[int] = set()
 
     def _tree(self) -> list[int]:
         out, todo, seen = [], [self.root], set()
@@ -106,12 +118,28 @@ class ClientWatch:
             if stat is None or sched is None:
                 continue
             # The state follows the command name, which is in parentheses and may hold spaces.
-            busy = busy or stat[stat.rfind(")") + 2] in _BUSY_STATES
-            now = int(sched.split()[0])
+            fields = sched.split()
+            now, slices = int(fields[0]), int(fields[2])
             tid = int(task.name)
+            self._classify(tid, now, slices, time.monotonic_ns())
+            state = stat[stat.rfind(")") + 2]
+            busy = busy or state == "D" or (state == "R" and tid not in self._pollers)
             ns += max(0, now - self._cpu.get(tid, now if first else 0))
             self._seen[tid] = now
         return busy, ns
+
+    def _classify(self, tid: int, cpu_ns: int, slices: int, t: int) -> None:
+        """Once per POLL_WINDOW_S of a thread's life (t: ns): is it a poller (many short turns on a CPU)?"""
+        start = self._history.get(tid)
+        if start is None:
+            self._history[tid] = (t, cpu_ns, slices)
+        elif t - start[0] >= POLL_WINDOW_S * 1e9:
+            turns, used = slices - start[2], cpu_ns - start[1]
+            if turns >= POLL_SLICES and used < POLL_CPU_S * 1e9 * turns:
+                self._pollers.add(tid)
+            else:
+                self._pollers.discard(tid)
+            self._history[tid] = (t, cpu_ns, slices)
 
     def _queues_pending(self) -> bool:
         if self.port is None:
@@ -152,4 +180,7 @@ class ClientWatch:
         if not self._pids:
             raise ClientWatchError(f"process {self.root} is gone")
         self._cpu = self._seen
+        if len(self._history) > 2 * len(self._seen) + 64:  # forget threads that ended
+            self._history = {t: h for t, h in self._history.items() if t in self._seen}
+            self._pollers &= self._seen.keys()
         return Sample(busy=busy or self._queues_pending(), cpu_s=cpu / 1e9)
