@@ -191,10 +191,10 @@ def _peers(args: argparse.Namespace) -> list[peers_mod.Peer]:
     if not getattr(args, "peers", None):
         return []
     chosen = peers_mod.parse(args.peers, load_any_task(args.task).kind)
-    missing = [p.name for p in chosen if not peers_mod.installed(p)]
-    if missing:
-        print(f"evotui: note: peer row(s) {', '.join(missing)} skipped: the package is not installed "
-              "(pip install -e '.[peers]')", file=sys.stderr)
+    for p in chosen:
+        if not peers_mod.installed(p):
+            print(f"evotui: note: peer row {p.name} skipped: {p.package} is not installed ({p.install})",
+                  file=sys.stderr)
     return [p for p in chosen if peers_mod.installed(p)]
 
 

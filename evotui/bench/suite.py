@@ -193,8 +193,9 @@ def main(args: argparse.Namespace) -> int:
         print(f"evotui: error: {exc}", file=sys.stderr)
         return 2
     for t, row in missing:  # one line each; the rest of the suite runs
-        print(f"evotui: note: {t.name} row {row} skipped: {peers_mod.PEERS[row].package} is not installed "
-              "(pip install -e '.[peers]')", file=sys.stderr)
+        peer = peers_mod.PEERS[row]
+        print(f"evotui: note: {t.name} row {row} skipped: {peer.package} is not installed ({peer.install})",
+              file=sys.stderr)
     seeds = args.suite_seeds or suite.seeds
     try:
         results = asyncio.run(run_suite(suite, seeds, {(t.name, r) for t, r in missing}, log))

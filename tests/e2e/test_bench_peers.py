@@ -76,3 +76,12 @@ def test_a_peer_that_is_not_installed_is_skipped_with_a_notice(monkeypatch, caps
     assert [p.name for p in chosen] == ["gepa"]
     err = capsys.readouterr().err
     assert "gepa-pxn skipped" in err and "pip install -e '.[peers]'" in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_missing_peer_is_named_with_its_own_install_line(monkeypatch, capsys):
+    monkeypatch.setattr(peers, "installed", lambda peer: peer.name != "shinka")
+    chosen = bench._peers(argparse.Namespace(peers="openevolve,shinka", task="circle_packing"))
+    assert [p.name for p in chosen] == ["openevolve"]
+    err = capsys.readouterr().err.strip()
+    assert err == ("evotui: note: peer row shinka skipped: shinka is not installed "
+                   "(pip install -e '.[shinka]' && pip install --no-deps shinka-evolve==0.0.7)")
