@@ -34,11 +34,10 @@ from engine.capabilities.gated_chain import GatedChain
 from engine.capabilities.reflective_repair import ReflectiveRepair
 from engine.capabilities.speculation import Speculation
 from engine.capabilities.speculative_rollout import SpeculativeRollout
-from engine.stages.answers import gather_cancelling
 from engine.stages.base import KindHandlers
 from engine.stages.example_kinds import ExampleKindMixin
+from engine.stages.prompt_examples import run_example, run_examples
 from engine.strategy.protocols import Evidence, Strategy
-from engine.tasks.prompt_task import TaskError
 
 TOKENS_PER_CALL_PRIOR = 1500.0
 """Tokens per call assumed for budget reservations until calls have been observed."""
@@ -127,7 +126,7 @@ class PromptStages(PinnedParents, ExampleKindMixin, KindHandlers):
         ctx = self.ctx
         current_item.set(None)
         try:
-            traces = await self.run_examples(ctx.task.seed_prompt, ctx.task.val_ids, "evaluate")
+            traces = await run_examples(ctx, ctx.task.seed_prompt, ctx.task.val_ids, "evaluate")
         except CallFailed as exc:
             raise FatalRunError(f"the seed prompt could not be evaluated ({exc}); check the endpoint, "
                                 "then `evotui resume`") from None
@@ -145,57 +144,14 @@ class PromptStages(PinnedParents, ExampleKindMixin, KindHandlers):
 
     # -- shared ---------------------------------------------------------------------------
     async def run_example(self, prompt_text: str, example_id: str, stage: str) -> dict:
-        """Run a candidate prompt on one example with the task model and score the output."""
-        ctx = self.ctx
-        example = ctx.task.example(example_id)
-        user = ctx.task.user_message(example)
-        note = ""
-        try:
-            res = await ctx.task_llm.chat(
-                [{"role": "system", "content": prompt_text}, {"role": "user", "content": user}], stage=stage,
-                shrink=middle_out,
-            )
-            output = res.text
-            if res.finish_reason == "length":
-                note = " (the answer was cut off at max_tokens)"
-        except LLMError as exc:
-            stop_if_fatal(exc)
-            raise CallFailed(f"LLM error in {stage} on example {example_id}: {exc.kind}") from None
-        try:
-            result = ctx.task.score(example, output)
-        except TaskError as exc:
-            raise FatalRunError(str(exc), exit_code=2) from None
-        ctx.tally.metric_calls += 1
-        ctx.budget.charge("metric_calls", 1, ctx.reservations.get(current_item.get() or ""))
-        return {
-            "example_id": example_id,
-            "input": user,
-            "output": output,
-            "score": result.score,
-            "feedback": result.feedback + note,
-        }
-
-    async def run_examples(self, prompt_text: str, example_ids: list[str], stage: str,
-                           width: int | None = None) -> list[dict]:
-        """All examples at once (at most `width` at a time if given); the first failure cancels
-        the rest (their answers are no use)."""
-        if width is not None and width < len(example_ids):
-            slots = asyncio.Semaphore(width)
-
-            async def one(ex: str) -> dict:
-                async with slots:
-                    return await self.run_example(prompt_text, ex, stage)
-        else:
-            def one(ex: str):
-                return self.run_example(prompt_text, ex, stage)
-        return await gather_cancelling([asyncio.ensure_future(one(ex)) for ex in example_ids])
+        return await run_example(self.ctx, prompt_text, example_id, stage)
 
     # -- stages ---------------------------------------------------------------------------
     async def rollout(self, item: WorkItem) -> WorkItem | None:
         parent = self.ctx.pool.get(item.parent_id)
         text = self.head_text(item)
         traces = await (self.spec_rollout.run(item, text) if self.spec_rollout is not None  # hook: released early
-                        else self.run_examples(text, item.minibatch, "rollout"))
+                        else run_examples(self.ctx, text, item.minibatch, "rollout"))
         # The id read before the await: the parent may be removed (speculation) meanwhile.
         item.rollout = Rollout(traces, [t["score"] for t in traces], parent.artifact_id)
         if all(t["score"] >= self.ctx.task.max_score for t in traces):
@@ -288,7 +244,7 @@ class PromptStages(PinnedParents, ExampleKindMixin, KindHandlers):
             # Gate of a merge: its batch against the better of both parents, whose scores on these
             # validation examples are known; a tie passes (it unites two validated edits).
             m = item.merge
-            mb = await self.run_examples(child, item.minibatch, "evaluate")
+            mb = await run_examples(self.ctx, child, item.minibatch, "evaluate")
             parent_side = max((Evidence.of_scores(item.minibatch, [ctx.pool.get(side).val_scores.get(ex, 0.0)
                                                                    for ex in item.minibatch])
                                for side in (m.ours, m.theirs)), key=lambda side: side.total)
@@ -297,14 +253,14 @@ class PromptStages(PinnedParents, ExampleKindMixin, KindHandlers):
                 # Rebased by reflection onto another parent: the gate needs that parent's scores.
                 new_parent = ctx.pool.get(item.parent_id)
                 base, mb = await asyncio.gather(
-                    self.run_examples(new_parent.text, item.minibatch, "evaluate"),
-                    self.run_examples(child, item.minibatch, "evaluate"),
+                    run_examples(self.ctx, new_parent.text, item.minibatch, "evaluate"),
+                    run_examples(self.ctx, child, item.minibatch, "evaluate"),
                 )
                 item.rollout = replace(item.rollout, parent_mb=[t["score"] for t in base],
                                        parent_mb_of=new_parent.artifact_id)
                 parent_side = Evidence.of_traces(base)
             else:
-                mb = await self.run_examples(child, item.minibatch, "evaluate")
+                mb = await run_examples(self.ctx, child, item.minibatch, "evaluate")
                 parent_side = self.rollout_side(item)
         child_sum = sum(t["score"] for t in mb)
         item.gate = GateScores(child_mb=[t["score"] for t in mb])
@@ -346,7 +302,7 @@ class PromptStages(PinnedParents, ExampleKindMixin, KindHandlers):
 
     async def validation_traces(self, parts: components.Components) -> list[dict]:
         """A hot-swapped edit on the whole validation set (engine/components/hot_swap.py)."""
-        return await self.run_examples(components.render(parts), list(self.ctx.task.val_ids), "evaluate")
+        return await run_examples(self.ctx, components.render(parts), list(self.ctx.task.val_ids), "evaluate")
 
     async def full_validation(self, item: WorkItem, child: str, width: int | None = None) -> list[dict]:
         """Full validation, `width` rollouts at a time if given; with speculation, the prefix
@@ -357,16 +313,16 @@ class PromptStages(PinnedParents, ExampleKindMixin, KindHandlers):
         order = ctx.val_order.order if ctx.val_order is not None else ctx.task.val_ids
         ctx.bus.publish(ev.EvaluationStart(item_id=item.item_id, split="val", n_examples=len(order)))
         if not cfg.speculation or ctx.val_order is None:
-            val = await self.run_examples(child, order, "evaluate", width)
+            val = await run_examples(self.ctx, child, order, "evaluate", width)
         else:
             cut = ctx.val_order.prefix_size(cfg.spec_alpha)
-            prefix = await self.run_examples(child, order[:cut], "evaluate", width)
+            prefix = await run_examples(self.ctx, child, order[:cut], "evaluate", width)
             partial = sum(t["score"] for t in prefix) / len(prefix)
             best = ctx.pool.best()
             if cut < len(order) and best is not None and partial > best.val_mean:
                 self.speculation.insert(item, child, prefix, partial, best.val_mean,
                                           self.child_components(item)[0])
-            val = prefix + await self.run_examples(child, order[cut:], "evaluate", width)
+            val = prefix + await run_examples(self.ctx, child, order[cut:], "evaluate", width)
         if ctx.val_order is not None:
             ctx.val_order.record({t["example_id"]: t["score"] for t in val})
         return val
