@@ -18,6 +18,8 @@ the run does not end on one worker finishing a long e2e file while the other has
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 SHARED_UNITS = {
@@ -44,6 +46,17 @@ def unit_rank(unit: str, tests: int) -> tuple[int, int]:
     """Sort key putting the units expected to take longest first."""
     tier = next((i for i, place in enumerate(HEAVY_FIRST) if unit.startswith(place)), len(HEAVY_FIRST))
     return tier, -tests
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest's tmpdir plugin reads --basetemp
+def pytest_configure(config):
+    """On an xdist worker, tmp_path lives under <base>/1 instead of <base>/popen-gw1: Ray puts
+    its sockets deep under the temp dir a test gives it, and the 6 more characters took
+    .../sockets/plasma_store past the 107-byte limit of a unix socket path."""
+    worker = getattr(config, "workerinput", {}).get("workerid", "")
+    given = Path(config.option.basetemp) if config.option.basetemp else None
+    if worker and given is not None and given.name == f"popen-{worker}":
+        config.option.basetemp = str(given.parent / worker.removeprefix("gw"))
 
 
 @pytest.hookimpl(optionalhook=True)  # pytest-xdist's hook: unknown (and unused) without it
