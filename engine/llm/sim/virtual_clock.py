@@ -23,7 +23,7 @@ import time
 from typing import Callable
 
 from engine.llm.sim.client_watch import ClientWatch, ClientWatchError, Sample
-from engine.llm.sim.clock import Timer, TimerHandle
+from engine.llm.sim.clock import ManualClock
 
 TICK_S = 0.002
 """Wall seconds between looks at the clients."""
@@ -32,18 +32,16 @@ SETTLE = 1
 once (a reply lands in its socket queue, a woken thread is runnable from the waker's syscall)."""
 
 
-class VirtualClock:
+class VirtualClock(ManualClock):
     """`drive(activity)` must run as a task of the server's event loop; `activity()` is True while
     the server itself has work in hand (a request read but not yet queued, a reply not yet sent)."""
 
     def __init__(self, time_scale: float, watch: Callable[[], Sample] | ClientWatch,
                  wall: Callable[[], float] = time.monotonic) -> None:
+        super().__init__()  # timers and advance(): what a clock moved by hand does
         self.time_scale = time_scale
         self._sample = watch.sample if isinstance(watch, ClientWatch) else watch
         self._wall = wall
-        self._now = 0.0
-        self._heap: list[Timer] = []
-        self._seq = 0
         self.jumps = 0
         self.busy_looks = 0
         self.idle_looks = 0
@@ -52,26 +50,10 @@ class VirtualClock:
         self.client_cpu_s = 0.0
         """Simulated seconds counted as the clients' CPU time."""
 
-    def now(self) -> float:
-        return self._now
-
-    def call_at(self, when: float, callback: Callable[[], None]) -> TimerHandle:
-        self._seq += 1
-        heapq.heappush(self._heap, timer := Timer(max(when, self._now), self._seq, callback))
-        return timer
-
     def _next_due(self) -> float | None:
         while self._heap and self._heap[0].cancelled:
             heapq.heappop(self._heap)
         return self._heap[0].when if self._heap else None
-
-    def advance(self, until: float) -> None:
-        """Fire every timer due at or before `until` in time order, then stand at `until`."""
-        while (due := self._next_due()) is not None and due <= until:
-            timer = heapq.heappop(self._heap)
-            self._now = timer.when
-            timer.callback()
-        self._now = max(self._now, until)
 
     def look(self, activity: Callable[[], bool], idle_run: int, wall_dt: float) -> int:
         """One look at the clients; returns the new count of consecutive idle looks."""
