@@ -90,15 +90,20 @@ def test_sigint_drains_then_resume_finishes(db):
 
 def test_sigusr1_pauses_and_resumes(db):
     proc = _start(db, "--max-proposals", "16", "--time-scale", "300")
-    _wait_for_artifacts(db, 2, proc)
-    proc.send_signal(signal.SIGUSR1)
-    time.sleep(1.5)  # requests already running finish; nothing new starts
-    first = _committed(db)[2]
-    time.sleep(1.0)
-    assert _committed(db)[2] == first  # no LLM call while paused
-    assert proc.poll() is None
-    proc.send_signal(signal.SIGUSR1)
-    out, err = proc.communicate(timeout=60)
+    try:
+        _wait_for_artifacts(db, 2, proc)
+        proc.send_signal(signal.SIGUSR1)
+        time.sleep(1.5)  # requests already running finish; nothing new starts
+        first = _committed(db)[2]
+        time.sleep(1.0)
+        assert _committed(db)[2] == first  # no LLM call while paused
+        assert proc.poll() is None
+        proc.send_signal(signal.SIGUSR1)
+        out, err = proc.communicate(timeout=60)
+    finally:  # a failure above leaves no paused run behind for the rest of the suite
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
     assert proc.returncode == 0, err
     assert "SIGUSR1: paused" in err and "SIGUSR1: running" in err
     assert summary_of(subprocess.CompletedProcess([], 0, out, err))["proposal_attempts"] == 16
