@@ -96,3 +96,13 @@ def test_a_thread_of_many_short_turns_is_a_poller_and_one_at_work_is_not():
     assert watch._pollers == {1}
     watch._classify(1, 8 * 50_000 + 40_000_000, 10, 2 * window)  # the poller starts real work
     assert watch._pollers == set()
+
+
+def test_cpu_of_a_client_that_is_asleep_at_the_look_counts_and_does_not_stop_a_jump():
+    """A poller ran a little since the last look and sleeps now: its CPU time counts, then the
+    clock jumps (a CPU-time test alone held OpenEvolve's controller at its CPU rate)."""
+    clock = _clock([Sample(busy=False, cpu_s=0.002)])
+    fired = []
+    clock.call_at(12.0, lambda: fired.append(clock.now()))
+    clock.look(lambda: False, 0, wall_dt=0.004)
+    assert fired == [12.0] and clock.client_cpu_s == 0.002 and clock.jumps == 1

@@ -58,10 +58,11 @@ class VirtualClock(ManualClock):
     def look(self, activity: Callable[[], bool], idle_run: int, wall_dt: float) -> int:
         """One look at the clients; returns the new count of consecutive idle looks."""
         s = self._sample()
-        if s.busy or s.cpu_s > 0 or activity():
+        # The clients' CPU time always counts, also a poller's that is otherwise idle.
+        self.client_cpu_s += s.cpu_s
+        self.advance(self._now + s.cpu_s)
+        if s.busy or activity():
             self.busy_looks += 1
-            self.client_cpu_s += s.cpu_s
-            self.advance(self._now + s.cpu_s)
             return 0
         self.idle_looks += 1
         if self._next_due() is None:  # the clients wait on their own timers
