@@ -13,6 +13,8 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from tests.e2e.conftest import evotui, summary_of
 from tests.real.conftest import ROOT, launcher_pids, wait_gone, write_config
 
@@ -39,12 +41,31 @@ def _wait_calls(db, n, proc, timeout=120):
     raise AssertionError(f"fewer than {n} LLM calls in {timeout}s")
 
 
+_STARTED: list[subprocess.Popen] = []
+
+
+@pytest.fixture(autouse=True)
+def _no_run_left_behind():
+    """A test that fails mid-way leaves no evotui run (and so no llama.cpp server, which goes with
+    its SIGKILLed parent) spending CPU through the rest of the suite."""
+    yield
+    while _STARTED:
+        proc = _STARTED.pop()
+        if proc.poll() is None:
+            proc.kill()
+        proc.communicate()
+
+
+def _popen(*args) -> subprocess.Popen:
+    proc = subprocess.Popen([sys.executable, "-m", "evotui.cli", *args], cwd=ROOT, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    _STARTED.append(proc)
+    return proc
+
+
 def _start(task, cfg, db, *extra):
-    return subprocess.Popen(
-        [sys.executable, "-m", "evotui.cli", "run", str(task), "--no-ui", "--llm", "local", "--config", str(cfg),
-         "--db", str(db), "--quiet", *extra],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )
+    return _popen("run", str(task), "--no-ui", "--llm", "local", "--config", str(cfg), "--db", str(db), "--quiet",
+                  *extra)
 
 
 def test_prompt_run_uses_real_output_at_every_stage(mini_task, tmp_path):
@@ -99,10 +120,7 @@ def test_dead_server_stops_the_run_and_sigkill_is_resumable(mini_task, tmp_path)
     calls_1 = _rows(db, "SELECT count(*) FROM llm_calls")[0][0]
 
     # 2. Resume restarts the server; SIGKILL of evotui takes the server down with it (no orphan).
-    res_proc = subprocess.Popen(
-        [sys.executable, "-m", "evotui.cli", "resume", "--db", str(db), "--no-ui", "--quiet"],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )
+    res_proc = _popen("resume", "--db", str(db), "--no-ui", "--quiet")
     _wait_calls(db, calls_1 + 2, res_proc)
     server = launcher_pids() - before
     assert len(server) == 1
