@@ -353,7 +353,7 @@ COMMANDS: tuple[Command, ...] = (
     Command("runs", "list runs in a database", _runs_arguments, _inspect),
     Command("show", "summarise one run", _show_arguments, _inspect),
     Command("bench", "compare sync and async proposal throughput side by side", _bench_arguments,
-            _lazy("evotui.bench:main"), scratch=True),
+            _lazy("evotui.bench.run:main"), scratch=True),
     Command("local", "the managed local llama.cpp backend (pip install 'evotui[local]')",
             _lazy("evotui.commands.local:add_arguments"), _lazy("evotui.commands.local:main")),
     Command("bench-db", "database bytes per proposal with LLM texts off and on",

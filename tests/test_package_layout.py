@@ -15,7 +15,7 @@ TOP_LEVEL_LIMIT = 8
 KNOWN_CYCLES = {
     frozenset({"engine.sandbox.core", "engine.sandbox.limit_hints"}):
         "limit_hints names SandboxLimits for typing only; core explains a killed evaluation with it",
-    frozenset({"evotui.bench", "evotui.bench.real", "evotui.bench.strategies", "evotui.bench.suite"}):
+    frozenset({"evotui.bench.run", "evotui.bench.real", "evotui.bench.strategies", "evotui.bench.suite"}):
         "the bench's entry dispatches lazily to its real-server, strategies and suite variants, which reuse "
         "its run_one and settings",
     frozenset({"evotui.bench.sim_check", "evotui.commands.sim_calibrate"}):

@@ -22,7 +22,7 @@ import sys
 import time
 
 from engine.evaluator import EvaluatorLost, EvaluatorSetupError, LocalEvaluator
-from engine.sandbox import Sandbox, SandboxLimits
+from engine.sandbox import Sandbox
 from engine.config.service import EvaluatorConfig
 from engine.tasks.loader import load_any_task
 from engine.tasks.prompt_task import TaskError

@@ -1,5 +1,5 @@
 """The bench's named modes: pipeline settings side by side (`evotui bench --modes`). Kept apart
-from evotui/bench/__init__.py so the CLI can list them in its help without importing the engine."""
+from evotui/bench/run.py so the CLI can list them in its help without importing the engine."""
 
 # Reflective and guarded share the threshold, so their wasted tokens compare like for like.
 _REFLECTIVE = {"mode": "async", "policy": "reflective", "max_gap": 2}

@@ -53,7 +53,8 @@ def _endpoint_layer(args: argparse.Namespace, url: str, model: str, slots: int |
 
 async def measure(args: argparse.Namespace, modes: list[str], url: str, model: str, slots: int | None,
                   log=print) -> dict[str, list[dict]]:
-    from evotui import bench, scratch
+    from evotui import scratch
+    from evotui.bench import run as bench
 
     results: dict[str, list[dict]] = {m: [] for m in modes}
     layer = _endpoint_layer(args, url, model, slots)
@@ -77,7 +78,7 @@ async def measure(args: argparse.Namespace, modes: list[str], url: str, model: s
 def main(args: argparse.Namespace) -> int:
     from engine.llm.local import LocalServer, LocalServerError, resolve_model
     from engine.run.runner import SetupError
-    from evotui import bench
+    from evotui.bench import run as bench
     from evotui.bench import report as bench_report
 
     if args.llm and args.llm_url:

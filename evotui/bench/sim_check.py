@@ -18,7 +18,8 @@ import statistics
 from pathlib import Path
 
 from engine.llm.sim import calibrate_fit as fitting
-from evotui import bench, scratch
+from evotui import scratch
+from evotui.bench import run as bench
 
 AGREEMENT = 0.20
 """Ratios agree when the simulated ratio is within 20% of the real one (issue 34)."""

@@ -25,7 +25,8 @@ import sys
 from pathlib import Path
 
 from engine.run.runner import SetupError
-from evotui import bench, scratch
+from evotui import scratch
+from evotui.bench import run as bench
 from evotui.bench.report import emit
 
 DEFAULT_MODES = "sync,async"

@@ -26,10 +26,10 @@ from engine.config import SimConfig
 from engine.run.runner import SetupError
 from engine.tasks.loader import load_any_task
 from engine.tasks.prompt_task import TaskError
-from evotui import bench, scratch
+from evotui import scratch
+from evotui.bench import run as bench
 from evotui.bench import bestofn as bench_bestofn
 from evotui.bench import peers as bench_peers
-from evotui.bench import quality as bench_quality
 from evotui import peers as peers_mod
 from evotui.bench.modes import MODES
 from evotui.bench.suite_report import summarise, table

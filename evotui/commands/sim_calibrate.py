@@ -85,7 +85,7 @@ def _validate(args: argparse.Namespace) -> str | None:
     if args.out.parent and not args.out.parent.exists():
         return f"--out {args.out}: the folder {args.out.parent} does not exist"
     if args.check:
-        from evotui import bench
+        from evotui.bench import run as bench
 
         try:
             args.check_modes = bench._parse_modes(args.check)

@@ -3,7 +3,7 @@
 import json
 
 from engine.config import build_config
-from evotui.bench import settings
+from evotui.bench.run import settings
 from evotui.bench.modes import MODES
 from tests.e2e.conftest import evotui
 

@@ -11,7 +11,8 @@ import os
 
 import pytest
 
-from evotui import bench, peers
+from evotui import peers
+from evotui.bench import run as bench
 from tests.e2e.conftest import evotui
 
 
