@@ -63,6 +63,13 @@ def _limits(task: ProgramTask) -> dict:
     return {"wall_s": lim.wall_s, "memory_mb": lim.memory_mb, "nproc": lim.nproc, "threads": lim.threads}
 
 
+def evaluation_source(task: ProgramTask, initial: Path, log: Path, url: str) -> str:
+    """The evaluation file OpenEvolve is given: the task's evaluator in evotui's sandbox, one log
+    line per evaluation stamped with the simulated server's clock (`url`'s /sim/metrics)."""
+    return _EVALUATION_FILE.format(evaluator=str(task.evaluator), mode=task.sandbox_mode, initial=str(initial),
+                                   log=str(log), limits=_limits(task), metrics=f"{url}/sim/metrics")
+
+
 def run(task: ProgramTask, url: str, seed: int, proposals: int, sim_clock: Callable[[], float], workdir: Path) -> dict:
     """One OpenEvolve run; times in simulated seconds of the server at `url` (sim_clock reads it)."""
     from openevolve.config import Config, LLMModelConfig
@@ -73,9 +80,7 @@ def run(task: ProgramTask, url: str, seed: int, proposals: int, sim_clock: Calla
     initial.write_text(task.initial_program)
     log = workdir / "evaluations.jsonl"
     evaluation_file = workdir / "evaluation.py"
-    evaluation_file.write_text(_EVALUATION_FILE.format(evaluator=str(task.evaluator), mode=task.sandbox_mode,
-                                                       initial=str(initial), log=str(log), limits=_limits(task),
-                                                       metrics=f"{url}/sim/metrics"))
+    evaluation_file.write_text(evaluation_source(task, initial, log, url))
     config = Config()
     config.random_seed = seed
     config.max_iterations = proposals

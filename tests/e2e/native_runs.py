@@ -30,9 +30,7 @@ def openevolve_run(out: Path, url: str) -> None:
     initial = out / "initial_program.py"
     initial.write_text(task.initial_program)
     evaluation = out / "evaluation.py"
-    evaluation.write_text(openevolve_peer._EVALUATION_FILE.format(
-        evaluator=str(task.evaluator), mode=task.sandbox_mode, initial=str(initial), log=str(out / "log.jsonl"),
-        limits=openevolve_peer._limits(task)))
+    evaluation.write_text(openevolve_peer.evaluation_source(task, initial, out / "log.jsonl", url))
     config = Config()
     config.random_seed, config.max_iterations, config.checkpoint_interval = 0, ITERATIONS, 2
     llm = config.llm

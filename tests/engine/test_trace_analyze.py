@@ -126,6 +126,7 @@ async def test_v4_database_migrates_to_v5(tmp_path: Path) -> None:
         conn.execute("DROP TABLE IF EXISTS audit")  # v6
         conn.execute("DROP TABLE IF EXISTS steering")  # v7
         conn.execute("ALTER TABLE llm_calls DROP COLUMN cached_tokens")  # v8
+        conn.execute("DROP TABLE IF EXISTS migrations")  # v9
         conn.execute("PRAGMA user_version = 4")
     store = await Store.open(db, create=False)
     try:
