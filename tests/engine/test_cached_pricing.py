@@ -18,6 +18,7 @@ from engine.llm.records import CallRecord
 from engine.pricing import PriceTable
 from engine.costs.spend import SpendMeter, stored_spend
 from engine.store import Store
+from tests.old_schema import database_at
 
 URL = "https://api.example/v1"
 MESSAGES = [{"role": "user", "content": "Say hi."}]
@@ -142,22 +143,9 @@ async def test_retry_after_is_honoured_beyond_our_backoff_cap_and_holds_the_othe
 
 
 async def test_a_v7_database_gains_the_cached_tokens_column_in_place(tmp_path: Path):
-    import sqlite3
-
-    from engine.store.schema import MIGRATIONS
-
-    db = tmp_path / "v7.db"
-    con = sqlite3.connect(db)
-    for step in MIGRATIONS[:7]:
-        for sql in step:
-            con.execute(sql)
-    con.execute("INSERT INTO runs (run_id, task, status, created_at, updated_at) VALUES ('r1', 't', 'done', 1, 1)")
-    con.execute("INSERT INTO llm_calls (run_id, endpoint, status, prompt_tokens, created_at) "
-                "VALUES ('r1', 'task', 'ok', 9, 1)")
-    con.execute("PRAGMA user_version = 7")
-    con.execute(f"PRAGMA application_id = {int.from_bytes(b'evot', 'big')}")
-    con.commit()
-    con.close()
+    db = database_at(tmp_path / "v7.db", 7, (
+        "INSERT INTO runs (run_id, task, status, created_at, updated_at) VALUES ('r1', 't', 'done', 1, 1)",
+        "INSERT INTO llm_calls (run_id, endpoint, status, prompt_tokens, created_at) VALUES ('r1', 'task', 'ok', 9, 1)"))
     store = await Store.open(db, create=False)
     try:
         assert await store.schema_version() == 9

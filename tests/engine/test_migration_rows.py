@@ -5,7 +5,6 @@ IslandsMigrated for it; a new ledger over a rebuilt fold (a resume) writes no ro
 
 from __future__ import annotations
 
-import sqlite3
 import time
 from pathlib import Path
 
@@ -16,7 +15,7 @@ from engine.run.state import change_from_row
 from engine.selection.islands import IslandSettings
 from engine.ledger import Ledger
 from engine.store import SCHEMA_VERSION, Store
-from engine.store.schema import MIGRATIONS
+from tests.old_schema import database_at
 from engine.strategy.boltzmann import archive_of
 from tests.engine.fakes import SEED_PROMPT, VAL_KEYWORDS, harness  # noqa: F401
 
@@ -45,15 +44,7 @@ async def test_a_new_database_keeps_a_migration_once(tmp_path: Path) -> None:
 
 
 async def test_a_v8_database_gains_the_table_in_place(tmp_path: Path) -> None:
-    db = tmp_path / "v8.db"
-    con = sqlite3.connect(db)
-    for step in MIGRATIONS[:8]:
-        for sql in step:
-            con.execute(sql)
-    con.execute("PRAGMA user_version = 8")
-    con.execute(f"PRAGMA application_id = {int.from_bytes(b'evot', 'big')}")
-    con.commit()
-    con.close()
+    db = database_at(tmp_path / "v8.db", 8)
     store = await Store.open(db, create=False)
     try:
         assert await store.schema_version() == SCHEMA_VERSION

@@ -1,10 +1,9 @@
 """Schema v7: the steering table, created fresh and added to a v6 database in place."""
 
-import sqlite3
 from pathlib import Path
 
 from engine.store import SCHEMA_VERSION, Store
-from engine.store.schema import MIGRATIONS
+from tests.old_schema import database_at
 
 
 async def test_a_new_database_has_the_steering_table_and_keeps_rows_in_act_order(tmp_path: Path) -> None:
@@ -25,15 +24,7 @@ async def test_a_new_database_has_the_steering_table_and_keeps_rows_in_act_order
 
 
 async def test_a_v6_database_gains_the_table_in_place(tmp_path: Path) -> None:
-    db = tmp_path / "v6.db"
-    con = sqlite3.connect(db)
-    for step in MIGRATIONS[:6]:
-        for sql in step:
-            con.execute(sql)
-    con.execute("PRAGMA user_version = 6")
-    con.execute(f"PRAGMA application_id = {int.from_bytes(b'evot', 'big')}")
-    con.commit()
-    con.close()
+    db = database_at(tmp_path / "v6.db", 6)
     store = await Store.open(db, create=False)
     try:
         assert await store.schema_version() == SCHEMA_VERSION
