@@ -5,11 +5,11 @@ between requests (engine code, prompt building, program evaluation) is stretched
 scale too, and a loaded machine adds its contention on top: at x100 a 10 ms stall of the client
 reads as a simulated second. VirtualClock is a discrete-event clock driven by what the clients
 are seen doing (client_watch.py):
-- while a client works, simulated time moves by the CPU time it used (the largest any one of
-  its processes used: their work would run side by side on a real box);
-- once every client is seen idle with requests in flight (they
-  wait on the backend and nothing else), it jumps to the next backend event, and keeps jumping
-  while those events deliver nothing (internal steps of the serving model);
+- simulated time always moves by the CPU time the clients used (the largest any one of their
+  processes used: their work would run side by side on a real box);
+- once every client is seen idle with requests in flight (they wait on the backend and nothing
+  else), it jumps to the next backend event, and keeps jumping while those events deliver
+  nothing (internal steps of the serving model);
 - when the clients are idle with no request in flight they wait on their own timers (a
   Retry-After, a poll): simulated time then moves at wall time x time_scale, as RealClock does.
 The server's own CPU time is never counted (on a real box the GPU does that work).
