@@ -213,6 +213,12 @@ def test_wandb_offline_backend_logs_under_the_evotui_run_id(quiet_home):
         backend.log_metrics([r for s in steps for r in rows(s, best_score=0.1 * s)])
         backend.log_summary({"best_score": 0.1 * steps[-1]})
         backend.finish("completed")
+    import wandb
+
+    # The records reach the .wandb file through W&B's service process, which may still hold the
+    # last ones after finish() returns (CI saw the second session's history missing under load);
+    # a process's exit tears the service down, the test does it before reading the files.
+    wandb.teardown()
     run_dirs = sorted((folder / "wandb").glob("offline-run-*-r-test"))
     assert len(run_dirs) == 2  # one folder per session, one W&B run id: `wandb sync` joins them
     points = [(h["proposal"], h["best_score"]) for d in run_dirs for h in wandb_history(d)]
