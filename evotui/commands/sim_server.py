@@ -22,15 +22,6 @@ def main(args: argparse.Namespace) -> int:
     if args.time_scale is not None:
         fields["time_scale"] = args.time_scale
     cfg = SimConfig(**fields)
-    if args.host not in ("127.0.0.1", "localhost", "::1"):
-        print(f"evotui: note: serving the simulator on {args.host}, not loopback", file=sys.stderr)
-    print(
-        f"evotui sim-server: SIMULATED OpenAI-compatible backend (profile {cfg.profile}, {args.clock} clock, "
-        f"time scale x{cfg.time_scale:g}, "
-        f"seed {cfg.seed}) at http://{args.host}:{args.port}/v1 -- answers and latencies are simulated",
-        file=sys.stderr,
-        flush=True,
-    )
     clock = None
     if args.clock == "virtual":
         from engine.llm.sim.client_watch import ClientWatch, ClientWatchError
@@ -45,6 +36,15 @@ def main(args: argparse.Namespace) -> int:
         except ClientWatchError as exc:
             print(f"evotui: error: {exc}", file=sys.stderr)
             return 2
+    if args.host not in ("127.0.0.1", "localhost", "::1"):
+        print(f"evotui: note: serving the simulator on {args.host}, not loopback", file=sys.stderr)
+    print(
+        f"evotui sim-server: SIMULATED OpenAI-compatible backend (profile {cfg.profile}, {args.clock} clock, "
+        f"time scale x{cfg.time_scale:g}, "
+        f"seed {cfg.seed}) at http://{args.host}:{args.port}/v1 -- answers and latencies are simulated",
+        file=sys.stderr,
+        flush=True,
+    )
     app = create_sim_app(cfg, clock, behaviours=all_behaviours())
     if args.parent_pid is not None:
         exit_with_parent(args.parent_pid, "evotui sim-server")

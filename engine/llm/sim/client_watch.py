@@ -81,7 +81,7 @@ class ClientWatch:
         if not available():
             raise ClientWatchError("the virtual clock reads /proc (Linux); use --clock wall here")
         if not (PROC / str(root)).is_dir():
-            raise ClientWatchError(f"no process {root} to watch")
+            raise ClientWatchError(f"no process {root} to watch; give the running client's pid with --watch-pid")
         self.root, self.exclude, self.port = root, exclude if exclude is not None else os.getpid(), port
         self._pids: list[int] = []
         self._cpu: dict[int, int] = {}  # thread id -> ns on a CPU, at the last sample
