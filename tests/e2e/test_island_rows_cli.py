@@ -12,35 +12,17 @@ import shutil
 import sqlite3
 from pathlib import Path
 
-from tests.e2e.conftest import FAST, ROOT, evotui, summary_of
+from tests.e2e.conftest import FAST, evotui, summary_of
+from tests.e2e.declared_axes import cell, task_with
 
-DESCRIPTORS = """
-[[descriptor]]
-name = "smallest circle"
-metric = "min_radius"
-range = [0.0, 0.01]
-bins = 4
-
-[[descriptor]]
-name = "program size"
-metric = "length"
-range = [2000, 5000]
-bins = 3
-"""
 CONFIG = ('[strategy]\nname = "loongflow"\n[strategy.loongflow]\nmigration_interval = 3\n'
           'migration_threshold = 0.05\n')
 COLUMNS = ("pool_version", "at_commit", "from_island", "to_island", "artifact_ids_json", "trigger",
            "from_diversity", "to_diversity", "threshold", "interval")
 
 
-def _bin(value, lo, hi, bins):
-    return 0 if value is None else max(0, min(bins - 1, int((value - lo) / (hi - lo) * bins)))
-
-
 def _run(tmp_path: Path, db: Path) -> tuple[Path, dict]:
-    task = tmp_path / "circle_packing"
-    shutil.copytree(ROOT / "tasks" / "circle_packing", task)
-    (task / "task.toml").write_text((task / "task.toml").read_text() + DESCRIPTORS)
+    task = task_with(tmp_path)
     config = tmp_path / "lf.toml"
     config.write_text(CONFIG)
     proc = evotui("run", str(task), "--no-ui", "--db", str(db), "--config", str(config), "--mode", "sync",
@@ -84,7 +66,7 @@ def test_rows_show_export_and_import_of_a_run_with_declared_axes(db: Path, tmp_p
     for c in cells:
         meta, text = arts[c["id"]]
         radius = (meta.get("metrics") or {}).get("min_radius")
-        assert c["cell"] == [_bin(radius, 0.0, 0.01, 4), _bin(len(text), 2000, 5000, 3)], c
+        assert c["cell"] == [cell(radius, 0.0, 0.01, 4), cell(len(text), 2000, 5000, 3)], c
 
     human = evotui("show", "--db", str(db))
     assert human.returncode == 0 and "Traceback" not in human.stderr

@@ -5,42 +5,16 @@ and length bin to, its visit count continues across a stop and resume, and a bad
 one line naming task.toml with exit code 2."""
 
 import json
-import shutil
 import sqlite3
 from collections import Counter
 from pathlib import Path
 
-from tests.e2e.conftest import FAST, ROOT, evotui, summary_of
-
-DESCRIPTORS = """
-[[descriptor]]
-name = "smallest circle"
-metric = "min_radius"
-range = [0.0, 0.01]
-bins = 4
-
-[[descriptor]]
-name = "program size"
-metric = "length"
-range = [2000, 5000]
-bins = 3
-"""
-
-
-def _task(tmp_path: Path, extra: str) -> Path:
-    folder = tmp_path / "circle_packing"
-    shutil.copytree(ROOT / "tasks" / "circle_packing", folder)
-    (folder / "task.toml").write_text((folder / "task.toml").read_text() + extra)
-    return folder
-
-
-def _bin(value, lo, hi, bins):
-    return 0 if value is None else max(0, min(bins - 1, int((value - lo) / (hi - lo) * bins)))
-
+from tests.e2e.conftest import FAST, evotui, summary_of
+from tests.e2e.declared_axes import DESCRIPTORS, cell, task_with
 
 def _expected_cell(parent: dict) -> list[int]:
     radius = (parent["meta"].get("metrics") or {}).get("min_radius")
-    return [_bin(radius, 0.0, 0.01, 4), _bin(len(parent["text"]), 2000, 5000, 3)]
+    return [cell(radius, 0.0, 0.01, 4), cell(len(parent["text"]), 2000, 5000, 3)]
 
 
 def _artifacts(db: Path) -> list[dict]:
@@ -55,7 +29,7 @@ def _artifacts(db: Path) -> list[dict]:
 
 
 def test_children_are_picked_from_cells_of_the_declared_metric_and_visits_survive_resume(db, tmp_path):
-    task = _task(tmp_path, DESCRIPTORS)
+    task = task_with(tmp_path, DESCRIPTORS)
     first = evotui("run", str(task), "--no-ui", "--db", str(db), "--strategy", "loongflow", "--mode", "sync",
                    "--max-proposals", "6", *FAST, timeout=300)
     assert first.returncode == 0, first.stderr[-2000:]
@@ -85,7 +59,7 @@ def test_children_are_picked_from_cells_of_the_declared_metric_and_visits_surviv
 
 
 def test_a_metric_the_evaluator_does_not_return_is_a_one_line_error(db, tmp_path):
-    task = _task(tmp_path, DESCRIPTORS.replace('"min_radius"', '"min_radiuz"'))
+    task = task_with(tmp_path, DESCRIPTORS.replace('"min_radius"', '"min_radiuz"'))
     proc = evotui("run", str(task), "--no-ui", "--db", str(db), "--strategy", "loongflow", "--max-proposals", "3",
                   *FAST, timeout=300)
     assert proc.returncode == 2
@@ -93,7 +67,7 @@ def test_a_metric_the_evaluator_does_not_return_is_a_one_line_error(db, tmp_path
 
 
 def test_a_bad_descriptor_range_is_refused_before_the_run(db, tmp_path):
-    task = _task(tmp_path, DESCRIPTORS.replace("range = [2000, 5000]", "range = [5000, 2000]"))
+    task = task_with(tmp_path, DESCRIPTORS.replace("range = [2000, 5000]", "range = [5000, 2000]"))
     proc = evotui("run", str(task), "--no-ui", "--db", str(db), "--strategy", "loongflow", *FAST)
     assert proc.returncode == 2
     lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
