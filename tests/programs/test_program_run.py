@@ -26,13 +26,15 @@ FAST = {"sim": {"time_scale": 5000}}
 
 async def test_circle_packing_improves_on_simulator(tmp_path):
     task = load_any_task("circle_packing")
-    orch, stages, status = await run_program(task, tmp_path / "r.db", {**FAST, "budget": {"max_proposals": 40}})
+    # Mode sync: one request at a time, so the simulated replies and the scores are the same on every
+    # machine (+0.094 at seed 0). Under async or chain, which chain's or worker's request is served
+    # first depends on timing: +0.006 to +0.15 over eight runs at seeds 0-2, too wide for a bar.
+    orch, stages, status = await run_program(task, tmp_path / "r.db", {**FAST, "budget": {"max_proposals": 40},
+                                                                      "seed": 0, "pipeline": {"mode": "sync"}})
     ctx = orch.ctx
     seed, best = ctx.pool.get(ctx.seed_id), ctx.pool.best()
     assert status == "completed"
-    # +0.030 to +0.040 in three runs since simulated replies are drawn per request (mode chain, the
-    # default; timing changes which chain's step lands first), +0.05 or more before.
-    assert best.val_mean > seed.val_mean + 0.02
+    assert best.val_mean > seed.val_mean + 0.05
     assert best.meta["metrics"]["sum_radii"] == best.val_mean
     assert ctx.tally.proposal_attempts == 40 and ctx.tally.accepted > 10
     # the simulator exercises failure paths: retries with error feedback and cheap filters
