@@ -154,9 +154,12 @@ def _branch_arguments(p: argparse.ArgumentParser) -> None:
 def _sim_server_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--port", type=int, default=8000)
     p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--profile", choices=["vllm", "api"], default="vllm")
+    p.add_argument("--config", type=Path, default=None, metavar="FILE.toml",
+                   help="serve this file's [sim] table (e.g. a profile evotui sim-calibrate wrote); the flags "
+                        "below override it")
+    p.add_argument("--profile", choices=["vllm", "api"], default=None, help="serving model (default vllm)")
     p.add_argument("--time-scale", type=float, default=None)
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=None, help="random stream of the answers (default 0)")
     p.add_argument("--clock", choices=["wall", "virtual"], default="wall",
                    help="simulated time: wall = wall seconds x time scale (default); virtual = the watched "
                         "clients' CPU time while they work, a jump to the next backend event while they wait "

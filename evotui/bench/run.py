@@ -116,12 +116,14 @@ async def run_one(task: str, mode: str, seed: int, profile: str, proposals: int,
 
 
 async def run_over_loopback(task: str, mode: str, seed: int, profile: str, proposals: int, time_scale: float | None,
-                            db: Path, extra: dict | None = None, program_heldout: bool = False) -> dict:
+                            db: Path, extra: dict | None = None, program_heldout: bool = False,
+                            sim_config: Path | None = None) -> dict:
     """run_one with every LLM call over HTTP to a fresh `evotui sim-server`, as the peer rows reach
     theirs (equal transport), its pipeline timed by that server's clock (virtual by default:
-    sim_endpoint.DEFAULT_CLOCK), as the peers' are."""
+    sim_endpoint.DEFAULT_CLOCK), as the peers' are. sim_config: the server serves that file's
+    [sim] table (a calibrated profile) instead of `profile`'s defaults."""
     scale = time_scale if time_scale is not None else SimConfig().time_scale
-    endpoint = await asyncio.to_thread(SimEndpoint(profile, seed, scale).__enter__)
+    endpoint = await asyncio.to_thread(SimEndpoint(profile, seed, scale, config=sim_config).__enter__)
     try:
         got = await run_one(task, mode, seed, profile, proposals, time_scale, db,
                             {**(extra or {}), "task_llm": {"url": endpoint.url}}, program_heldout,

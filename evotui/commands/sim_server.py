@@ -8,8 +8,27 @@ from __future__ import annotations
 import argparse
 import sys
 
-from engine.config import SimConfig
+from pydantic import ValidationError
+
+from engine.config import ConfigError, SimConfig, format_validation_error, read_toml
 from evotui.peers.lifeline import exit_with_parent
+
+
+def sim_config(args: argparse.Namespace) -> SimConfig:
+    """The served [sim] settings: --config FILE's [sim] table (a profile `evotui sim-calibrate`
+    wrote, or any run config), under --profile, --time-scale and --seed. ConfigError: one line."""
+    fields: dict = {}
+    if args.config is not None:
+        table = read_toml(args.config).get("sim")
+        if not isinstance(table, dict):
+            raise ConfigError(f"{args.config}: no [sim] table; give a profile `evotui sim-calibrate` wrote")
+        fields.update(table)
+    fields.update({k: v for k, v in (("profile", args.profile), ("time_scale", args.time_scale),
+                                      ("seed", args.seed)) if v is not None})
+    try:
+        return SimConfig(**fields)
+    except ValidationError as exc:
+        raise ConfigError(format_validation_error(exc, f"{args.config or 'sim-server'} [sim]")) from None
 
 
 def main(args: argparse.Namespace) -> int:
@@ -18,10 +37,11 @@ def main(args: argparse.Namespace) -> int:
     from engine.llm.sim.app import create_sim_app
     from engine.tasks.sim_behaviours import all_behaviours
 
-    fields = {"profile": args.profile, "seed": args.seed}
-    if args.time_scale is not None:
-        fields["time_scale"] = args.time_scale
-    cfg = SimConfig(**fields)
+    try:
+        cfg = sim_config(args)
+    except ConfigError as exc:
+        print(f"evotui: error: {exc}", file=sys.stderr)
+        return 2
     clock = None
     if args.clock == "virtual":
         from engine.llm.sim.client_watch import ClientWatch, ClientWatchError

@@ -7,6 +7,7 @@ import socket
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import httpx
 
@@ -31,11 +32,14 @@ class SimEndpoint:
     """`with SimEndpoint(profile, seed, time_scale) as sim:` sim.url is http://127.0.0.1:PORT/v1.
     clock "virtual" (the default): the server's simulated time counts this process tree's CPU
     time while it works and jumps while it waits on the backend (engine/llm/sim/virtual_clock.py),
-    so a loaded machine does not change the figures; "wall": wall time x time scale."""
+    so a loaded machine does not change the figures; "wall": wall time x time scale. config: a
+    TOML file whose [sim] table the server serves (a calibrated profile), under profile and seed."""
 
-    def __init__(self, profile: str, seed: int, time_scale: float | None, clock: str | None = None) -> None:
+    def __init__(self, profile: str, seed: int, time_scale: float | None, clock: str | None = None,
+                 config: Path | None = None) -> None:
         self.profile, self.seed, self.time_scale = profile, seed, time_scale
         self.clock = clock or DEFAULT_CLOCK
+        self.config = config
         self.proc: subprocess.Popen | None = None
         self.port = 0
 
@@ -51,6 +55,8 @@ class SimEndpoint:
                    "--clock", self.clock, *lifeline.child_args()]
             if self.time_scale is not None:
                 cmd += ["--time-scale", str(self.time_scale)]
+            if self.config is not None:
+                cmd += ["--config", str(self.config)]
             self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
             if self._wait_ready():
                 return self

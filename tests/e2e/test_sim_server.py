@@ -60,3 +60,48 @@ def test_a_model_the_server_does_not_list_is_a_clear_warning(db, sim_server):
     assert proc.returncode == 0, proc.stderr
     assert "Traceback" not in proc.stderr
     assert any("model 'gpt-nope' is not listed" in line and "available: " in line for line in proc.stderr.splitlines())
+
+
+def _serve(*args: str) -> tuple[subprocess.Popen, str]:
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "evotui.cli", "sim-server", "--port", str(port), *args],
+                            cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and proc.poll() is None:
+        try:
+            if httpx.get(f"{url}/health", timeout=1).status_code == 200:
+                return proc, url
+        except httpx.TransportError:
+            time.sleep(0.1)
+    proc.kill()
+    raise AssertionError(proc.communicate()[1])
+
+
+def test_a_calibrated_profile_is_served_and_flags_override_it(tmp_path):
+    profile = tmp_path / "profile.toml"
+    profile.write_text('[sim]\nprofile = "vllm"\nvllm_max_num_seqs = 3\nseed = 5\n\n'
+                       '[sim.lengths.default]\nmedian = 27.0\nsigma = 0.8\nmax = 64\n')
+    for extra, expect in (([], ("vllm", 3)), (["--profile", "api"], ("api", None))):
+        proc, url = _serve("--config", str(profile), *extra)
+        try:
+            m = httpx.get(f"{url}/v1/sim/metrics", timeout=5).json()
+        finally:
+            proc.terminate()
+            proc.wait(timeout=10)
+            banner = proc.stderr.read()
+            proc.stderr.close()
+        assert m["profile"] == expect[0] and "seed 5" in banner, banner
+        if expect[1] is not None:
+            assert m["capacity"] == 3
+
+
+@pytest.mark.parametrize("body,says", [("[sim]\nvllm_max_num_sqs = 3\n", "unknown key 'vllm_max_num_sqs'"),
+                                       ("[task_llm]\nmodel = 'x'\n", "no [sim] table"),
+                                       ("[sim\n", "not valid TOML")])
+def test_a_bad_profile_is_one_line_and_exit_2(tmp_path, body, says):
+    profile = tmp_path / "bad.toml"
+    profile.write_text(body)
+    out = subprocess.run([sys.executable, "-m", "evotui.cli", "sim-server", "--port", str(free_port()),
+                          "--config", str(profile)], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2 and says in out.stderr and len(out.stderr.strip().splitlines()) == 1, out.stderr
