@@ -76,6 +76,10 @@ class SimConfig(StrictModel):
     about 47 GiB left for the cache after weights and activations, at 144 KiB per token =
     36 layers x 8 KV heads x 128 dims x K and V x 2 bytes). Prompts beyond it wait; a full
     cache preempts the latest sequence. None: unlimited (the model before this field)."""
+    vllm_prefix_caching: bool = True
+    """Reuse the cached KV blocks of a prompt's leading part that an earlier request already had
+    (vLLM's automatic prefix caching and llama.cpp's cache_prompt, both on by default): only the
+    rest is prefilled. False: every prompt is prefilled in full."""
     api_ttft_s: float = Field(default=0.8, ge=0)
     """Median time to first token of the api profile."""
     api_tok_s: float = Field(default=60.0, gt=0)
