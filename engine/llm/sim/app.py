@@ -24,6 +24,7 @@ import httpx
 from engine.config import SimConfig
 from engine.llm.sim.answer import answer, length_stage, truncate
 from engine.llm.sim.plugins import SimBehaviour, message_text
+from engine.llm.sim.prefix_cache import prompt_blocks
 from engine.llm.sim.clock import Clock, RealClock
 from engine.llm.sim.serving import Job, LengthSampler, Rejected, make_server
 
@@ -287,7 +288,8 @@ class SimApp:
         text = answer(messages, stage, st.next_rng(req.get("seed"), common, draw), self.behaviours)
         if finish_reason == "length":
             text = truncate(text)
-        job = Job(prompt_tokens=prompt_tokens, tokens=tokens)
+        blocks = prompt_blocks(messages) if st.server.prefix_cache is not None else ()
+        job = Job(prompt_tokens=prompt_tokens, tokens=tokens, blocks=blocks)
         try:
             st.server.submit(job)
         except Rejected as exc:

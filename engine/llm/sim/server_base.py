@@ -12,6 +12,7 @@ import math
 from dataclasses import dataclass
 
 from engine.llm.sim.clock import Clock
+from engine.llm.sim.prefix_cache import PrefixCache
 
 
 class Rejected(Exception):
@@ -41,6 +42,10 @@ class Job:
     left: float = 0.0
     v_join: float = 0.0
     preemptions: int = 0
+    # Prefix caching (prefix_cache.py): the prompt's block hashes, and the tokens the last
+    # admission found cached (not prefilled).
+    blocks: tuple[bytes, ...] = ()
+    cached_tokens: float = 0.0
 
     @property
     def latency(self) -> float:
@@ -56,6 +61,8 @@ class ServerBase:
     """Shared bookkeeping: running-sequence integral and finished-token counts."""
 
     capacity: int
+    prefix_cache: PrefixCache | None = None
+    """Set by a profile that models prefix caching; the app then sends each job's blocks."""
 
     def __init__(self, clock: Clock) -> None:
         self.clock = clock

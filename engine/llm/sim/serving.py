@@ -11,7 +11,8 @@ Two profiles:
   preempted (recompute: it waits at the head of the queue, then prefills prompt and output so
   far again), as vLLM's scheduler does. With ``vllm_prefill_shares_compute`` (a CPU server such
   as llama.cpp, which runs prompt tokens in the same batches as decode steps on the same cores)
-  decoding pauses while a prompt is prefilled.
+  decoding pauses while a prompt is prefilled. With ``vllm_prefix_caching`` a prompt's leading
+  blocks that an earlier prompt already prefilled are not prefilled again (prefix_cache.py).
 - ``ApiServer``: a hosted endpoint whose latency does not depend on load, with a hard
   concurrency cap and optional tokens- and requests-per-minute limits (rate_limits.py) above
   which requests are rejected (HTTP 429 with the wait in Retry-After).
@@ -30,6 +31,7 @@ from collections import deque
 
 from engine.config import LengthDist, SimConfig
 from engine.llm.sim.clock import Clock, TimerHandle
+from engine.llm.sim.prefix_cache import BLOCK_TOKENS, PrefixCache
 from engine.llm.sim.rate_limits import OverLimit, RateLimits
 from engine.llm.sim.server_base import Job, Rejected, ServerBase, resolve_future
 
@@ -83,6 +85,12 @@ class VllmServer(ServerBase):
         self._kv_admit_limit = self.kv_capacity * (1.0 - KV_WATERMARK)
         self.preemptions = 0
         self.peak_kv_used = 0.0
+        if cfg.vllm_prefix_caching:
+            # The cached blocks live in the KV cache's block pool: at most all of it (see README).
+            blocks = None if cfg.vllm_kv_cache_tokens is None else max(1, cfg.vllm_kv_cache_tokens // BLOCK_TOKENS)
+            self.prefix_cache = PrefixCache(blocks)
+        self.prefilled_tokens = 0.0  # prompt tokens computed, and those found in the prefix cache
+        self.prefix_cached_tokens = 0.0
         self._kv_static = 0.0  # prompts (and recomputed output) of admitted jobs
         self._kv_joins = 0.0  # sum of decoding jobs' join values of _v
         self._waiting: deque[Job] = deque()
@@ -112,7 +120,9 @@ class VllmServer(ServerBase):
     def kv_figures(self) -> dict:
         cap = None if self.kv_capacity == math.inf else int(self.kv_capacity)
         return {"kv_capacity": cap, "kv_used": round(self.kv_used), "peak_kv_used": round(self.peak_kv_used),
-                "preemptions": self.preemptions}
+                "preemptions": self.preemptions, "prefix_caching": self.prefix_cache is not None,
+                "prefilled_tokens": round(self.prefilled_tokens),
+                "prefix_cached_tokens": round(self.prefix_cached_tokens)}
 
     @property
     def kv_used(self) -> float:
@@ -176,7 +186,10 @@ class VllmServer(ServerBase):
             if job.admitted is None:
                 job.admitted = t
             start = max(t, self._prefill_free)
-            self._prefill_free = start + job.kv_prompt / self.prefill_tok_s
+            job.cached_tokens = self.prefix_cache.cached_tokens(job.blocks, job.kv_prompt) if self.prefix_cache else 0
+            self.prefix_cached_tokens += job.cached_tokens
+            self.prefilled_tokens += job.kv_prompt - job.cached_tokens
+            self._prefill_free = start + (job.kv_prompt - job.cached_tokens) / self.prefill_tok_s
             self._kv_static += job.kv_prompt
             self._seq += 1
             heapq.heappush(self._prefilling, (self._prefill_free, self._seq, job))
@@ -245,6 +258,8 @@ class VllmServer(ServerBase):
                 self._preempt()
             while self._prefilling and self._prefilling[0][0] <= t_ev:
                 _, seq, job = heapq.heappop(self._prefilling)
+                if self.prefix_cache is not None:  # its prompt's blocks are computed now
+                    self.prefix_cache.insert(job.blocks)
                 if job.first_token is None:
                     job.first_token = t_ev
                     resolve_future(job.first_fut)
