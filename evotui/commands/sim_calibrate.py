@@ -190,6 +190,9 @@ async def measure(args: argparse.Namespace, url: str, model: str, key: str | Non
         if not probe.ignore_eos:
             log("  the server refused ignore_eos: probe requests decode their natural lengths")
         prefill = await probe.prefill(http, PREFILL_UNITS, repeats=args.prefill_repeats)
+        cache_units = PREFILL_UNITS[1] if fitting.prefix_probe_long(prefill) else PREFILL_UNITS[0]
+        prefix_probe = await probe.prefix_cache(http, prompt_of(cache_units), rounds=args.prefill_repeats)
+        log(f"  {fitting.prefix_cached(*prefix_probe)[1]}")
         for c in args.level_list:
             lv = await probe.level(http, prompt_of(SHORT_PROMPT_UNITS), c, args.requests)
             levels.append(lv)
@@ -206,7 +209,7 @@ async def measure(args: argparse.Namespace, url: str, model: str, key: str | Non
     log(f"  decode alone {alone:.1f} tok/s, while a prompt is prefilled {during:.1f} tok/s: "
         f"{'shares' if shared else 'does not share'} compute with prefill")
     fit = fitting.fit(levels, prefill, slots=slots, kv_cache_tokens=kv, prefill_shares_compute=shared,
-                      lengths=lengths)
+                      lengths=lengths, prefix_probe=prefix_probe)
     return fit, levels
 
 

@@ -10,6 +10,8 @@ What is fitted, and from what (calibrate_probe.py measures):
   requests of two prompt sizes (the intercept, HTTP and scheduling, is not part of the model).
 - ``vllm_prefill_shares_compute``: whether decoding stalls while a prompt is prefilled (a CPU
   server computes both on the same cores; a GPU server with separate chunks barely notices).
+- ``vllm_prefix_caching``: whether a prompt sent again right after it completed gets its first
+  token in under PREFIX_CACHE_THRESHOLD of the time it took the first time (lone requests).
 - ``vllm_max_num_seqs``: the server's slots; ``vllm_kv_cache_tokens``: slots x context per slot.
 - ``lengths``: a lognormal per stage from observed output lengths: the median, and sigma from the
   16th percentile (``ln median - ln q16``), which a cap at max_tokens does not distort.
@@ -31,6 +33,16 @@ SHARED_COMPUTE_THRESHOLD = 0.5
 taken to share the server's compute with prefill."""
 
 
+PREFIX_CACHE_THRESHOLD = 0.5
+"""A repeated prompt whose median time to first token is below this share of the same prompt's
+first sending's counts as served from a prefix cache (llama.cpp on CPU: about 0.15; a server
+without one: about 1, give or take noise)."""
+PREFIX_PROBE_MAX_TTFT_S = 2.0
+"""The prefix-cache probe uses the long prefill prompt when it took at most this long (a GPU
+server, where the short prompt's prefill would hide in the HTTP overhead), else the short one
+(a CPU server, where the short one alone takes most of a second)."""
+
+
 class FitError(ValueError):
     """The measurements cannot give a profile; the message says which ones are missing."""
 
@@ -44,6 +56,8 @@ class Fit:
     kv_cache_tokens: int | None
     prefill_shares_compute: bool = False
     lengths: dict[str, dict] = field(default_factory=dict)
+    prefix_caching: bool | None = None
+    """None: not measured (the profile then keeps SimConfig's default)."""
     notes: list[str] = field(default_factory=list)
 
     def predicted_per_seq(self, b: int) -> float:
@@ -55,6 +69,8 @@ class Fit:
                      "vllm_peak_tok_s": round(self.peak_tok_s, 3), "vllm_prefill_tok_s": round(self.prefill_tok_s, 3),
                      "vllm_max_num_seqs": self.max_num_seqs,
                      "vllm_prefill_shares_compute": self.prefill_shares_compute}
+        if self.prefix_caching is not None:
+            out["vllm_prefix_caching"] = self.prefix_caching
         if self.kv_cache_tokens is not None:
             out["vllm_kv_cache_tokens"] = self.kv_cache_tokens
         if self.lengths:
@@ -104,6 +120,24 @@ def fit_prefill(samples: list[Sample]) -> float:
     return (sizes[-1] - sizes[0]) / dt
 
 
+def prefix_probe_long(prefill: list[Sample]) -> bool:
+    """Whether to probe the prefix cache with the larger of the prefill probe's prompts."""
+    largest = max((s.prompt_tokens for s in prefill), default=0)
+    ttfts = [s.ttft_s for s in prefill if s.prompt_tokens == largest]
+    return bool(ttfts) and statistics.median(ttfts) <= PREFIX_PROBE_MAX_TTFT_S
+
+
+def prefix_cached(repeats: list[Sample], fresh: list[Sample]) -> tuple[bool, str]:
+    """(cached, a line saying what was measured) from repeated prompts and their first sendings."""
+    if not repeats or not fresh:
+        raise FitError("prefix caching needs prompts sent twice and their first sendings")
+    again, first = statistics.median(s.ttft_s for s in repeats), statistics.median(s.ttft_s for s in fresh)
+    cached = again < PREFIX_CACHE_THRESHOLD * first
+    tokens = statistics.median(s.prompt_tokens for s in fresh)
+    return cached, (f"prefix cache: a {tokens:.0f}-token prompt took {first:.3f}s to the first token, "
+                    f"{again:.3f}s when sent again: {'cached' if cached else 'not cached'}")
+
+
 def shares_compute(alone_tok_s: float, during_prefill_tok_s: float) -> bool:
     return during_prefill_tok_s < SHARED_COMPUTE_THRESHOLD * alone_tok_s
 
@@ -129,9 +163,14 @@ def fit_stage_lengths(by_stage: dict[str, list[int]], cap: int | None = None, mi
 
 
 def fit(levels: list[Level], prefill: list[Sample], *, slots: int, kv_cache_tokens: int | None,
-        prefill_shares_compute: bool = False, lengths: dict[str, dict] | None = None) -> Fit:
+        prefill_shares_compute: bool = False, lengths: dict[str, dict] | None = None,
+        prefix_probe: tuple[list[Sample], list[Sample]] | None = None) -> Fit:
+    """prefix_probe: (repeats, fresh) of Probe.prefix_cache; None leaves prefix caching unmeasured."""
     s1, peak = fit_decode(levels, slots)
     f = Fit(s1, peak, fit_prefill(prefill), slots, kv_cache_tokens, prefill_shares_compute, dict(lengths or {}))
+    if prefix_probe is not None:
+        f.prefix_caching, note = prefix_cached(*prefix_probe)
+        f.notes.append(note)
     if peak >= s1 * NO_CONTENTION_FACTOR:
         f.notes.append("decode speed did not fall with the batch: no aggregate limit fitted")
     return f

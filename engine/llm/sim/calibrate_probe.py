@@ -78,17 +78,20 @@ class Probe:
                                  limits=httpx.Limits(max_connections=256))
 
     async def one(self, http: httpx.AsyncClient, prompt: str, concurrency: int, max_tokens: int | None = None,
-                  ignore_eos: bool | None = None, token_times: list[float] | None = None) -> Sample:
-        """One streamed request; token_times (if given) gets the arrival time of each content chunk."""
+                  ignore_eos: bool | None = None, token_times: list[float] | None = None,
+                  exact: bool = False) -> Sample:
+        """One streamed request; token_times (if given) gets the arrival time of each content chunk.
+        exact: send the prompt as given (else it gets a unique start, see unique())."""
         try:
-            return await self._one(http, prompt, concurrency, max_tokens, ignore_eos, token_times)
+            return await self._one(http, prompt if exact else self.unique(prompt), concurrency, max_tokens,
+                                   ignore_eos, token_times)
         except httpx.HTTPError as exc:
             raise ProbeError(f"{redact_url(self.url)} could not be measured: {type(exc).__name__}: {exc or 'no detail'}; "
                              "is the server running at that URL?") from None
 
     async def _one(self, http: httpx.AsyncClient, prompt: str, concurrency: int, max_tokens: int | None,
                    ignore_eos: bool | None, token_times: list[float] | None) -> Sample:
-        body: dict = {"model": self.model, "messages": [{"role": "user", "content": self.unique(prompt)}],
+        body: dict = {"model": self.model, "messages": [{"role": "user", "content": prompt}],
                       "max_tokens": max_tokens or self.max_tokens, "temperature": 0.7, "stream": True,
                       "stream_options": {"include_usage": True}}
         if self.ignore_eos if ignore_eos is None else ignore_eos:
@@ -153,6 +156,16 @@ class Probe:
             for units in sizes:
                 out.append(await self.one(http, PROMPT_UNIT * units, 1, max_tokens=2))
         return out
+
+    async def prefix_cache(self, http: httpx.AsyncClient, prompt: str, rounds: int) -> tuple[list[Sample], list[Sample]]:
+        """(repeats, fresh): per round a prompt never sent before, then, once it has completed, the
+        same text again. A server with a prefix cache finds all of the repeat's prompt cached."""
+        repeats, fresh = [], []
+        for _ in range(rounds):
+            text = self.unique(prompt)
+            fresh.append(await self.one(http, text, 1, max_tokens=2, exact=True))
+            repeats.append(await self.one(http, text, 1, max_tokens=2, exact=True))
+        return repeats, fresh
 
     async def decode_during_prefill(self, http: httpx.AsyncClient, long_prompt: str,
                                     warmup_tokens: int = 8) -> tuple[float, float]:
