@@ -157,7 +157,8 @@ class Probe:
                 out.append(await self.one(http, PROMPT_UNIT * units, 1, max_tokens=2))
         return out
 
-    async def prefix_cache(self, http: httpx.AsyncClient, prompt: str, rounds: int) -> tuple[list[Sample], list[Sample]]:
+    async def prefix_cache(self, http: httpx.AsyncClient, prompt: str,
+                           rounds: int) -> tuple[list[Sample], list[Sample]]:
         """(repeats, fresh): per round a prompt never sent before, then, once it has completed, the
         same text again. A server with a prefix cache finds all of the repeat's prompt cached."""
         repeats, fresh = [], []

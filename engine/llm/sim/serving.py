@@ -186,7 +186,8 @@ class VllmServer(ServerBase):
             if job.admitted is None:
                 job.admitted = t
             start = max(t, self._prefill_free)
-            job.cached_tokens = self.prefix_cache.cached_tokens(job.blocks, job.kv_prompt) if self.prefix_cache else 0
+            cache = self.prefix_cache
+            job.cached_tokens = cache.cached_tokens(job.blocks, job.kv_prompt) if cache is not None else 0
             self.prefix_cached_tokens += job.cached_tokens
             self.prefilled_tokens += job.kv_prompt - job.cached_tokens
             self._prefill_free = start + (job.kv_prompt - job.cached_tokens) / self.prefill_tok_s
@@ -210,9 +211,10 @@ class VllmServer(ServerBase):
 
     def _kv_full_event(self) -> float:
         """When the cache fills at the current decode rate (never with one sequence left: vLLM
-        cannot preempt its last running sequence, it would make no progress at all)."""
+        cannot preempt its last running sequence, it would make no progress at all; a job being
+        prefilled counts as running, it holds its prompt's blocks)."""
         b = len(self._decoding)
-        if b < 2 or self.kv_capacity == math.inf or self._decode_paused():
+        if b < 1 or self.slots_used < 2 or self.kv_capacity == math.inf or self._decode_paused():
             return math.inf
         return self._t + max(self.kv_capacity - self.kv_used, 0.0) / (b * self.per_seq(b))
 
@@ -228,12 +230,21 @@ class VllmServer(ServerBase):
     def _preempt(self) -> None:
         """Cache full: the latest admitted decoding job gives its blocks back and waits at the
         head of the queue; on readmission it prefills its prompt and the output so far again
-        (vLLM's recompute preemption), then decodes what it has left."""
-        _, _, job = max(self._decoding, key=lambda e: e[1])
-        done = self._v - job.v_join
-        self._leave_decoding(job)
-        job.kv_prompt += done
-        job.left -= done
+        (vLLM's recompute preemption), then decodes what it has left. A job admitted later that
+        is still being prefilled goes first; its prefill has not happened (its booked turn on
+        the prefill queue stays taken, as for an abort)."""
+        _, _, job = max(self._decoding + self._prefilling, key=lambda e: e[1])
+        if any(e[2] is job for e in self._decoding):
+            done = self._v - job.v_join
+            self._leave_decoding(job)
+            job.kv_prompt += done
+            job.left -= done
+        else:  # its prompt was not computed: neither prefilled nor cached
+            self._prefilling = [e for e in self._prefilling if e[2] is not job]
+            heapq.heapify(self._prefilling)
+            self._kv_static -= job.kv_prompt
+            self.prefilled_tokens -= job.kv_prompt - job.cached_tokens
+            self.prefix_cached_tokens -= job.cached_tokens
         job.preemptions += 1
         self.preemptions += 1
         self._waiting.appendleft(job)
