@@ -158,6 +158,9 @@ def _sim_server_arguments(p: argparse.ArgumentParser) -> None:
                    help="serve this file's [sim] table (e.g. a profile evotui sim-calibrate wrote); the flags "
                         "below override it")
     p.add_argument("--profile", choices=["vllm", "api"], default=None, help="serving model (default vllm)")
+    p.add_argument("--answers-from", type=Path, action="append", default=[], metavar="DB",
+                   help="serve the replies recorded in this run database to the requests they answered "
+                        "(repeatable; sim-calibrate --check: a real model's answers, the simulator's timing)")
     p.add_argument("--time-scale", type=float, default=None)
     p.add_argument("--seed", type=int, default=None, help="random stream of the answers (default 0)")
     p.add_argument("--clock", choices=["wall", "virtual"], default="wall",

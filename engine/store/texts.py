@@ -4,13 +4,16 @@ how much space they take. Callers hold the store lock (see queries.py)."""
 from __future__ import annotations
 
 import json
+import sqlite3
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import aiosqlite
 
 from . import blobs
 from .codec import decode_row
+from .errors import StoreError
 
 # SQLite's host-parameter limit is 32766 since 3.32; stay far below it.
 _IDS_PER_QUERY = 500
@@ -88,3 +91,37 @@ async def text_stats(conn: aiosqlite.Connection, run_id: str) -> dict[str, int]:
                WHERE llm_calls.run_id = ?1 AND llm_calls.request_blobs_json IS NOT NULL)""", (run_id,))
     return {"calls": int(calls), "calls_with_text": int(with_text), "blobs": int(n),
             "blob_bytes": int(stored), "raw_bytes": int(raw)}
+
+
+def recorded_replies(db: Path) -> list[tuple[list[dict[str, Any]], str, int, int, str]]:
+    """Every completed call of every run in `db` whose texts were kept: (messages, reply, prompt
+    tokens, completion tokens, finish reason), in recording order. Read-only, synchronous (the
+    simulator loads them once at start: engine/llm/sim/replay.py). StoreError: not readable."""
+    try:
+        con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    except sqlite3.Error as exc:
+        raise StoreError(f"{db}: cannot open ({exc})") from None
+    try:
+        con.row_factory = sqlite3.Row
+        rows = con.execute(
+            "SELECT request_blobs_json, response_blob, prompt_tokens, completion_tokens, finish_reason "
+            "FROM llm_calls WHERE response_blob IS NOT NULL ORDER BY rowid").fetchall()
+        ids = blobs.ids_in(rows)
+        raw: dict[int, bytes] = {}
+        ordered = sorted(ids)
+        for start in range(0, len(ordered), _IDS_PER_QUERY):
+            chunk = ordered[start:start + _IDS_PER_QUERY]
+            for blob_id, data in con.execute(
+                    f"SELECT id, data FROM blobs WHERE id IN ({', '.join('?' * len(chunk))})", chunk):
+                raw[int(blob_id)] = blobs.decompress(data, blob_id=int(blob_id))
+    except sqlite3.Error as exc:
+        raise StoreError(f"{db}: not an evotui database with kept LLM texts ({exc})") from None
+    finally:
+        con.close()
+    out = []
+    for row in rows:
+        messages, response = _texts(row, raw)
+        if messages is not None and response is not None:
+            out.append((messages, response, int(row["prompt_tokens"]), int(row["completion_tokens"]),
+                        row["finish_reason"] or "stop"))
+    return out

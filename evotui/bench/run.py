@@ -117,13 +117,15 @@ async def run_one(task: str, mode: str, seed: int, profile: str, proposals: int,
 
 async def run_over_loopback(task: str, mode: str, seed: int, profile: str, proposals: int, time_scale: float | None,
                             db: Path, extra: dict | None = None, program_heldout: bool = False,
-                            sim_config: Path | None = None) -> dict:
+                            sim_config: Path | None = None, answers_from: list[Path] | None = None) -> dict:
     """run_one with every LLM call over HTTP to a fresh `evotui sim-server`, as the peer rows reach
     theirs (equal transport), its pipeline timed by that server's clock (virtual by default:
     sim_endpoint.DEFAULT_CLOCK), as the peers' are. sim_config: the server serves that file's
-    [sim] table (a calibrated profile) instead of `profile`'s defaults."""
+    [sim] table (a calibrated profile) instead of `profile`'s defaults; answers_from: run databases
+    whose recorded replies it serves to the requests they answered (sim-calibrate --check)."""
     scale = time_scale if time_scale is not None else SimConfig().time_scale
-    endpoint = await asyncio.to_thread(SimEndpoint(profile, seed, scale, config=sim_config).__enter__)
+    endpoint = await asyncio.to_thread(SimEndpoint(profile, seed, scale, config=sim_config,
+                                                         answers_from=answers_from).__enter__)
     try:
         got = await run_one(task, mode, seed, profile, proposals, time_scale, db,
                             {**(extra or {}), "task_llm": {"url": endpoint.url}}, program_heldout,
@@ -134,7 +136,8 @@ async def run_over_loopback(task: str, mode: str, seed: int, profile: str, propo
     minutes = got["pipeline_sim_s"] / 60.0
     got.update(pipeline_minutes=minutes, proposals_per_min=got["proposal_attempts"] / minutes if minutes > 0 else 0.0,
                clock=served.get("clock", "wall"), utilization=served["utilization"],
-               throughput_utilization=served["throughput_utilization"], preemptions=served.get("preemptions"))
+               throughput_utilization=served["throughput_utilization"], preemptions=served.get("preemptions"),
+               replay_matched=served.get("replay_matched"), replay_missed=served.get("replay_missed"))
     return got
 
 

@@ -57,6 +57,7 @@ async def run(args: argparse.Namespace, url: str, model: str, fit: fitting.Fit, 
     real: dict[str, list[float]] = {m: [] for m in modes}
     sim: dict[str, list[float]] = {m: [] for m in modes}
     usable: dict[str, int] = {m: 0 for m in modes}
+    replayed: dict[str, list[int]] = {m: [0, 0] for m in modes}  # [matched, requests], summed over seeds
     with scratch.directory("evotui-sim-check-") as tmp:
         task = cut_task(args.task, args.task_examples, Path(tmp))
         dbs = []
@@ -75,21 +76,28 @@ async def run(args: argparse.Namespace, url: str, model: str, fit: fitting.Fit, 
             log(f"  output lengths per stage from the real runs' {len(dbs)} databases written to {args.out}")
         # Over loopback to a sim-server serving the written profile, on its virtual clock: the
         # client's own CPU time counts once, as it does in the real runs' wall time (in process,
-        # the wall clock x time scale multiplied it: chain, the most CPU per proposal, read 0.76x
-        # sync where the real server gave it 1.37x).
+        # the wall clock x time scale multiplied it). The server answers with the real run's
+        # replies (same mode and seed, matched by request): the small real model's proposals are
+        # mostly unusable, the simulator's are not, and with its own answers the simulated run did
+        # other work (rules, 6 proposals: 62-94 calls against the real runs' 28).
         sim_layer = {"task_llm": {"max_tokens": args.llm_max_tokens, "max_concurrency": fit.max_num_seqs}}
         for seed in range(args.seeds):
             for mode in modes:
                 row = await bench.run_over_loopback(task, mode, seed, "vllm", args.proposals, args.time_scale,
                                                     Path(tmp) / f"sim-{mode}-{seed}.db", sim_layer,
-                                                    sim_config=args.out)
+                                                    sim_config=args.out,
+                                                    answers_from=[Path(tmp) / f"real-{mode}-{seed}.db"])
                 sim[mode].append(per_minute(row, real=False))
+                matched, missed = row.get("replay_matched") or 0, row.get("replay_missed") or 0
+                replayed[mode][0] += matched
+                replayed[mode][1] += matched + missed
                 log(f"  sim  {mode:8} seed {seed}: {row['proposal_attempts']} attempts in "
-                    f"{row['pipeline_minutes']:.2f} simulated min = {sim[mode][-1]:.2f}/min")
+                    f"{row['pipeline_minutes']:.2f} simulated min = {sim[mode][-1]:.2f}/min, {row['llm_calls']} calls "
+                    f"({matched} of {matched + missed} answered with the real run's reply)")
     rows = compare(modes, real, sim)
     print(f"server: {settings}; task {args.task} cut to {args.task_examples or 'all'} examples, {args.proposals} "
           f"proposals, {args.seeds} seed(s), max_tokens {args.llm_max_tokens}")
-    print(table(rows, usable))
+    print(table(rows, usable, replayed))
     agree = all(r["agrees"] for r in rows)
     print(f"mode-to-mode throughput ratios {'agree' if agree else 'do NOT agree'} within {AGREEMENT:.0%} "
           f"(real: wall minutes; simulated: simulated minutes of the calibrated profile)")
@@ -121,10 +129,13 @@ def compare(modes: list[str], real: dict[str, list[float]], sim: dict[str, list[
     return rows
 
 
-def table(rows: list[dict], usable: dict[str, int]) -> str:
+def table(rows: list[dict], usable: dict[str, int], replayed: dict[str, list[int]] | None = None) -> str:
+    """replayed: per mode [requests answered with the real run's reply, requests] on the simulated side."""
     out = [f"{'mode':10} {'real/min':>9} {'real ratio':>10} | {'sim/min':>9} {'sim ratio':>9} | {'sim vs real':>11}"
-           f" {'usable (real)':>13}"]
+           f" {'usable (real)':>13} {'real replies (sim)':>18}"]
     for r in rows:
+        got, asked = (replayed or {}).get(r["mode"], [0, 0])
+        share = f"{got / asked:.0%} of {asked}" if asked else "-"
         out.append(f"{r['mode']:10} {r['real']:9.2f} {r['real_ratio']:10.2f} | {r['sim']:9.2f} {r['sim_ratio']:9.2f} | "
-                   f"{r['off']:+10.0%}{'' if r['agrees'] else '!'} {usable[r['mode']]:13d}")
+                   f"{r['off']:+10.0%}{'' if r['agrees'] else '!'} {usable[r['mode']]:13d} {share:>18}")
     return "\n".join(out)

@@ -31,6 +31,25 @@ def sim_config(args: argparse.Namespace) -> SimConfig:
         raise ConfigError(format_validation_error(exc, f"{args.config or 'sim-server'} [sim]")) from None
 
 
+def replay_book(dbs: list):
+    """The recorded replies of the runs in `dbs` (--answers-from), as a ReplayBook. ConfigError:
+    a database that cannot be read or kept no texts."""
+    from engine.llm.sim.replay import Recorded, ReplayBook
+    from engine.store.errors import StoreError
+    from engine.store.texts import recorded_replies
+
+    calls = []
+    for db in dbs:
+        try:
+            got = recorded_replies(db)
+        except StoreError as exc:
+            raise ConfigError(str(exc)) from None
+        if not got:
+            raise ConfigError(f"{db}: no LLM call with its texts kept to replay (record with [store] keep_llm_text = true)")
+        calls += [(messages, Recorded(text, p, c, f)) for messages, text, p, c, f in got]
+    return ReplayBook(calls)
+
+
 def main(args: argparse.Namespace) -> int:
     import uvicorn
 
@@ -39,6 +58,7 @@ def main(args: argparse.Namespace) -> int:
 
     try:
         cfg = sim_config(args)
+        replay = replay_book(args.answers_from) if args.answers_from else None
     except ConfigError as exc:
         print(f"evotui: error: {exc}", file=sys.stderr)
         return 2
@@ -61,11 +81,13 @@ def main(args: argparse.Namespace) -> int:
     print(
         f"evotui sim-server: SIMULATED OpenAI-compatible backend (profile {cfg.profile}, {args.clock} clock, "
         f"time scale x{cfg.time_scale:g}, "
-        f"seed {cfg.seed}) at http://{args.host}:{args.port}/v1 -- answers and latencies are simulated",
+        f"seed {cfg.seed}) at http://{args.host}:{args.port}/v1 -- "
+        + (f"latencies are simulated; {len(replay)} recorded replies are served to the requests they answered"
+           if replay is not None else "answers and latencies are simulated"),
         file=sys.stderr,
         flush=True,
     )
-    app = create_sim_app(cfg, clock, behaviours=all_behaviours())
+    app = create_sim_app(cfg, clock, behaviours=all_behaviours(), replay=replay)
     if args.parent_pid is not None:
         exit_with_parent(args.parent_pid, "evotui sim-server")
     try:

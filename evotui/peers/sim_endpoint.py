@@ -33,13 +33,14 @@ class SimEndpoint:
     clock "virtual" (the default): the server's simulated time counts this process tree's CPU
     time while it works and jumps while it waits on the backend (engine/llm/sim/virtual_clock.py),
     so a loaded machine does not change the figures; "wall": wall time x time scale. config: a
-    TOML file whose [sim] table the server serves (a calibrated profile), under profile and seed."""
+    TOML file whose [sim] table the server serves (a calibrated profile), under profile and seed.
+    answers_from: run databases whose recorded replies it serves (engine/llm/sim/replay.py)."""
 
     def __init__(self, profile: str, seed: int, time_scale: float | None, clock: str | None = None,
-                 config: Path | None = None) -> None:
+                 config: Path | None = None, answers_from: list[Path] | None = None) -> None:
         self.profile, self.seed, self.time_scale = profile, seed, time_scale
         self.clock = clock or DEFAULT_CLOCK
-        self.config = config
+        self.config, self.answers_from = config, list(answers_from or [])
         self.proc: subprocess.Popen | None = None
         self.port = 0
 
@@ -57,6 +58,8 @@ class SimEndpoint:
                 cmd += ["--time-scale", str(self.time_scale)]
             if self.config is not None:
                 cmd += ["--config", str(self.config)]
+            for db in self.answers_from:
+                cmd += ["--answers-from", str(db)]
             self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
             if self._wait_ready():
                 return self

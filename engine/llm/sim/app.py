@@ -26,6 +26,7 @@ from engine.llm.sim.answer import answer, length_stage, truncate
 from engine.llm.sim.plugins import SimBehaviour, message_text
 from engine.llm.sim.prefix_cache import prompt_blocks
 from engine.llm.sim.clock import Clock, RealClock
+from engine.llm.sim.replay import ReplayBook
 from engine.llm.sim.serving import Job, LengthSampler, Rejected, make_server
 
 MODEL_ID = "sim-qwen3-8b"
@@ -53,6 +54,7 @@ class SimBackendState:
         self.clock = clock
         self.sampler = LengthSampler(cfg)
         self.server = make_server(cfg, clock, self.sampler)
+        self.replay: ReplayBook | None = None  # recorded real replies served again (sim-calibrate --check)
         self.in_flight = 0
         self.peak_in_flight = 0
         self.requests_served = 0
@@ -147,6 +149,7 @@ class SimBackendState:
             "tokens_generated": self.tokens_generated,
             **self.server.kv_figures(),
             **(self.clock.figures() if hasattr(self.clock, "figures") else {"clock": "wall"}),
+            **(self.replay.figures() if self.replay is not None else {}),
         }
 
 
@@ -288,6 +291,10 @@ class SimApp:
         text = answer(messages, stage, st.next_rng(req.get("seed"), common, draw), self.behaviours)
         if finish_reason == "length":
             text = truncate(text)
+        recorded = st.replay.take(messages) if st.replay is not None else None
+        if recorded is not None:  # a real model's reply to these messages: its text and lengths
+            text, finish_reason = recorded.text, recorded.finish_reason
+            prompt_tokens, tokens = max(1, recorded.prompt_tokens), max(1, recorded.completion_tokens)
         blocks = prompt_blocks(messages) if st.server.prefix_cache is not None else ()
         job = Job(prompt_tokens=prompt_tokens, tokens=tokens, blocks=blocks)
         try:
@@ -388,9 +395,12 @@ class _Reply:
 
 
 def create_sim_app(cfg: SimConfig, clock: Clock | None = None, *,
-                   behaviours: Sequence[SimBehaviour] = ()) -> SimApp:
-    """The backend; ``behaviours`` are task plug-ins asked before the generic answers, in order."""
-    return SimApp(cfg, clock, behaviours)
+                   behaviours: Sequence[SimBehaviour] = (), replay: ReplayBook | None = None) -> SimApp:
+    """The backend; ``behaviours`` are task plug-ins asked before the generic answers, in order;
+    ``replay``: recorded replies served to the requests they answered (engine/llm/sim/replay.py)."""
+    app = SimApp(cfg, clock, behaviours)
+    app.state.replay = replay
+    return app
 
 
 def sim_transport(cfg: SimConfig, clock: Clock | None = None, *,
