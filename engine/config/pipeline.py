@@ -37,7 +37,9 @@ class PipelineConfig(StrictModel):
     measurement (48 proposals, simulated vllm, 144 seeds side by side against 8): 6 are 15%
     slower and +0.010 of held-out score (se 0.003), above sequential GEPA (+0.007, se 0.003)
     but under 2x GEPA's PxN; 10 are 10% faster and -0.014 (se 0.004); 12 and more lose more
-    (a proposal's head is staler). 8: 2.2x PxN, -0.005 (se 0.004) against sequential GEPA."""
+    (a proposal's head is staler). 8: 2.2x PxN, -0.005 (se 0.004) against sequential GEPA.
+    Program tasks (48 proposals, 12 seeds): 16 are 1.4x faster than 8 but -0.022 of best score on
+    heilbronn, whose edits build on each other; 8 there too."""
     chains_min: int | None = Field(default=None, gt=0)
     """chain: set below `chains` to let the count adapt: it starts here, a step whose candidate
     collides with another chain's head (cannot join it: the same edit or a conflict) takes a
