@@ -27,6 +27,24 @@ def summary_of(proc: subprocess.CompletedProcess) -> dict:
     return json.loads(lines[-1])
 
 
+def serve_sim(*args: str) -> tuple[subprocess.Popen, str]:
+    """`evotui sim-server *args` on a free loopback port, ready: (process, http://127.0.0.1:PORT).
+    The caller terminates it; its stderr (the banner) is a pipe."""
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "evotui.cli", "sim-server", "--port", str(port), *args],
+                            cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and proc.poll() is None:
+        try:
+            if httpx.get(f"{url}/health", timeout=1).status_code == 200:
+                return proc, url
+        except httpx.TransportError:
+            time.sleep(0.1)
+    proc.kill()
+    raise AssertionError(proc.communicate()[1])
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -4,31 +4,13 @@ requests, so a second run does the same work on the simulator's timing (sim-cali
 import sqlite3
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
 
-from tests.e2e.conftest import ROOT, evotui, free_port, summary_of
+from tests.e2e.conftest import ROOT, evotui, free_port, serve_sim, summary_of
 
 RUN = ["rules", "--mode", "sync", "--seed", "3", "--max-proposals", "4", "--no-ui", "--quiet"]
-
-
-def _serve(*args: str) -> tuple[subprocess.Popen, str]:
-    port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "evotui.cli", "sim-server", "--port", str(port),
-                             "--time-scale", "2000", "--seed", "99", *args],
-                            cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline and proc.poll() is None:
-        try:
-            if httpx.get(f"{url}/health", timeout=1).status_code == 200:
-                return proc, url
-        except httpx.TransportError:
-            time.sleep(0.1)
-    proc.kill()
-    raise AssertionError(proc.communicate()[1])
 
 
 def _run_against(url: str, db: Path) -> tuple[dict, dict]:
@@ -49,7 +31,7 @@ def test_a_run_served_its_recorded_replies_repeats_its_work(tmp_path: Path):
     assert proc.returncode == 0, proc.stderr[-2000:]
     first = summary_of(proc)
     for answers, db in ((["--answers-from", str(recorded)], tmp_path / "replayed.db"), ([], tmp_path / "own.db")):
-        server, url = _serve(*answers)
+        server, url = serve_sim("--time-scale", "2000", "--seed", "99", *answers)
         try:
             summary, metrics = _run_against(url, db)
         finally:

@@ -2,35 +2,20 @@
 
 import subprocess
 import sys
-import time
 
 import httpx
 import pytest
 
-from tests.e2e.conftest import ROOT, evotui, free_port, summary_of
+from tests.e2e.conftest import ROOT, evotui, free_port, serve_sim, summary_of
 
 
 @pytest.fixture
 def sim_server():
-    port = free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "evotui.cli", "sim-server", "--port", str(port), "--time-scale", "2000"],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(f"{url}/health", timeout=1).status_code == 200:
-                break
-        except httpx.TransportError:
-            time.sleep(0.1)
-    else:
-        proc.kill()
-        raise AssertionError(proc.communicate()[1])
+    proc, url = serve_sim("--time-scale", "2000")
     yield f"{url}/v1"
     proc.terminate()
     proc.wait(timeout=10)
+    proc.stderr.close()
 
 
 def test_run_over_loopback_behaves_like_in_process(db, sim_server):
@@ -62,28 +47,12 @@ def test_a_model_the_server_does_not_list_is_a_clear_warning(db, sim_server):
     assert any("model 'gpt-nope' is not listed" in line and "available: " in line for line in proc.stderr.splitlines())
 
 
-def _serve(*args: str) -> tuple[subprocess.Popen, str]:
-    port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "evotui.cli", "sim-server", "--port", str(port), *args],
-                            cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline and proc.poll() is None:
-        try:
-            if httpx.get(f"{url}/health", timeout=1).status_code == 200:
-                return proc, url
-        except httpx.TransportError:
-            time.sleep(0.1)
-    proc.kill()
-    raise AssertionError(proc.communicate()[1])
-
-
 def test_a_calibrated_profile_is_served_and_flags_override_it(tmp_path):
     profile = tmp_path / "profile.toml"
     profile.write_text('[sim]\nprofile = "vllm"\nvllm_max_num_seqs = 3\nseed = 5\n\n'
                        '[sim.lengths.default]\nmedian = 27.0\nsigma = 0.8\nmax = 64\n')
     for extra, expect in (([], ("vllm", 3)), (["--profile", "api"], ("api", None))):
-        proc, url = _serve("--config", str(profile), *extra)
+        proc, url = serve_sim("--config", str(profile), *extra)
         try:
             m = httpx.get(f"{url}/v1/sim/metrics", timeout=5).json()
         finally:
