@@ -292,8 +292,7 @@ def new_run_layers(task, layers: list[tuple[str, dict]]) -> list[tuple[str, dict
     from engine.strategy.registry import runs_chain_default  # the pipeline layer names no strategy
 
     measured = runs_chain_default((asked.get("strategy") or {}).get("name"), task.kind)
-    default = throughput_default(task.kind, measured, getattr(task, "seed_components", None) is None,
-                                 asked.get("pipeline") or {})
+    default = throughput_default(task.kind, measured, asked.get("pipeline") or {})
     return [(DEFAULT_MODE_LAYER, default), *layers] if default is not None else layers
 
 
