@@ -7,7 +7,7 @@ import json
 import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable, Iterator
 
 import aiosqlite
 
@@ -29,15 +29,23 @@ class CallTexts:
     response: str | None
 
 
-async def _blob_bytes(conn: aiosqlite.Connection, ids: set[int]) -> dict[int, bytes]:
-    out: dict[int, bytes] = {}
+def _blob_queries(ids: set[int]) -> Iterator[tuple[str, list[int]]]:
+    """The SELECTs (sql, ids) that fetch these blobs, a bounded number of ids each."""
     ordered = sorted(ids)
     for start in range(0, len(ordered), _IDS_PER_QUERY):
         chunk = ordered[start:start + _IDS_PER_QUERY]
-        rows = await conn.execute_fetchall(
-            f"SELECT id, data FROM blobs WHERE id IN ({', '.join('?' * len(chunk))})", chunk)
-        for blob_id, data in rows:
-            out[int(blob_id)] = blobs.decompress(data, blob_id=int(blob_id))
+        yield f"SELECT id, data FROM blobs WHERE id IN ({', '.join('?' * len(chunk))})", chunk
+
+
+def _decompressed(rows: Iterable[Any], out: dict[int, bytes]) -> None:
+    for blob_id, data in rows:
+        out[int(blob_id)] = blobs.decompress(data, blob_id=int(blob_id))
+
+
+async def _blob_bytes(conn: aiosqlite.Connection, ids: set[int]) -> dict[int, bytes]:
+    out: dict[int, bytes] = {}
+    for sql, chunk in _blob_queries(ids):
+        _decompressed(await conn.execute_fetchall(sql, chunk), out)
     return out
 
 
@@ -106,14 +114,9 @@ def recorded_replies(db: Path) -> list[tuple[list[dict[str, Any]], str, int, int
         rows = con.execute(
             "SELECT request_blobs_json, response_blob, prompt_tokens, completion_tokens, finish_reason "
             "FROM llm_calls WHERE response_blob IS NOT NULL ORDER BY rowid").fetchall()
-        ids = blobs.ids_in(rows)
         raw: dict[int, bytes] = {}
-        ordered = sorted(ids)
-        for start in range(0, len(ordered), _IDS_PER_QUERY):
-            chunk = ordered[start:start + _IDS_PER_QUERY]
-            for blob_id, data in con.execute(
-                    f"SELECT id, data FROM blobs WHERE id IN ({', '.join('?' * len(chunk))})", chunk):
-                raw[int(blob_id)] = blobs.decompress(data, blob_id=int(blob_id))
+        for sql, chunk in _blob_queries(blobs.ids_in(rows)):
+            _decompressed(con.execute(sql, chunk), raw)
     except sqlite3.Error as exc:
         raise StoreError(f"{db}: not an evotui database with kept LLM texts ({exc})") from None
     finally:

@@ -46,7 +46,7 @@ def replay_book(dbs: list):
             raise ConfigError(str(exc)) from None
         if not got:
             raise ConfigError(f"{db}: no LLM call with its texts kept to replay (record with [store] keep_llm_text = true)")
-        calls += [(messages, Recorded(text, p, c, f)) for messages, text, p, c, f in got]
+        calls += [(messages, Recorded(*reply)) for messages, *reply in got]
     return ReplayBook(calls)
 
 

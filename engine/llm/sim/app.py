@@ -280,21 +280,12 @@ class SimApp:
         common = stage == COMMON_DRAWS_STAGE
         stage = "rollout" if common else stage
         messages = req["messages"]
-        prompt_tokens = max(1, math.ceil(sum(len(message_text(m.get("content"))) for m in messages) / 4))
-        draw = headers.get(DRAW_HEADER, b"").decode("latin-1").strip()
-        # A keyed request draws its length from its own key too (arrival order then changes nothing).
-        length_rng = keyed_rng(f"{st.cfg.seed}/length/{draw}") if draw and not common else None
-        tokens, finish_reason = st.sampler.sample(length_stage(messages, stage), length_rng), "stop"
-        limit = req.get("max_completion_tokens", req.get("max_tokens"))
-        if limit is not None and tokens > limit:
-            tokens, finish_reason = limit, "length"
-        text = answer(messages, stage, st.next_rng(req.get("seed"), common, draw), self.behaviours)
-        if finish_reason == "length":
-            text = truncate(text)
         recorded = st.replay.take(messages) if st.replay is not None else None
         if recorded is not None:  # a real model's reply to these messages: its text and lengths
             text, finish_reason = recorded.text, recorded.finish_reason
             prompt_tokens, tokens = max(1, recorded.prompt_tokens), max(1, recorded.completion_tokens)
+        else:
+            text, prompt_tokens, tokens, finish_reason = self._own_reply(req, stage, common, headers)
         blocks = prompt_blocks(messages) if st.server.prefix_cache is not None else ()
         job = Job(prompt_tokens=prompt_tokens, tokens=tokens, blocks=blocks)
         try:
@@ -331,6 +322,23 @@ class SimApp:
             watcher.cancel()
             if job.finish is None:
                 st.server.abort(job)
+
+
+    def _own_reply(self, req: dict, stage: str, common: bool, headers: dict) -> tuple[str, int, int, str]:
+        """The simulator's own answer to a request: (text, prompt tokens, completion tokens, finish reason)."""
+        st, messages = self.state, req["messages"]
+        prompt_tokens = max(1, math.ceil(sum(len(message_text(m.get("content"))) for m in messages) / 4))
+        draw = headers.get(DRAW_HEADER, b"").decode("latin-1").strip()
+        # A keyed request draws its length from its own key too (arrival order then changes nothing).
+        length_rng = keyed_rng(f"{st.cfg.seed}/length/{draw}") if draw and not common else None
+        tokens, finish_reason = st.sampler.sample(length_stage(messages, stage), length_rng), "stop"
+        limit = req.get("max_completion_tokens", req.get("max_tokens"))
+        if limit is not None and tokens > limit:
+            tokens, finish_reason = limit, "length"
+        text = answer(messages, stage, st.next_rng(req.get("seed"), common, draw), self.behaviours)
+        if finish_reason == "length":
+            text = truncate(text)
+        return text, prompt_tokens, tokens, finish_reason
 
 
 async def _wait_disconnect(receive: Receive) -> None:

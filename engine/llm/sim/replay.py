@@ -14,7 +14,6 @@ and counts as missed (the check reports the matched share).
 from __future__ import annotations
 
 import json
-from collections import deque
 from dataclasses import dataclass
 from typing import Any, Iterable
 
@@ -36,29 +35,27 @@ def request_key(messages: list[dict[str, Any]]) -> str:
 
 class ReplayBook:
     def __init__(self, calls: Iterable[tuple[list[dict[str, Any]], Recorded]]) -> None:
-        self._by_key: dict[str, deque[Recorded]] = {}
-        self._seen: dict[str, list[Recorded]] = {}
+        self._replies: dict[str, list[Recorded]] = {}
         for messages, rec in calls:
-            key = request_key(messages)
-            self._by_key.setdefault(key, deque()).append(rec)
-            self._seen.setdefault(key, []).append(rec)
+            self._replies.setdefault(request_key(messages), []).append(rec)
+        self._served: dict[str, int] = {}  # per key: replies served so far
         self.matched = self.missed = 0
 
     def __len__(self) -> int:
-        return sum(len(v) for v in self._seen.values())
+        return sum(len(v) for v in self._replies.values())
 
     def take(self, messages: list[dict[str, Any]]) -> Recorded | None:
         """The next recorded reply to these messages; once they are used up, they are served again
         from the first (a simulated run may ask a request more often than the real one did)."""
         key = request_key(messages)
-        queue = self._by_key.get(key)
-        if queue is None:
+        replies = self._replies.get(key)
+        if replies is None:
             self.missed += 1
             return None
-        if not queue:
-            queue.extend(self._seen[key])
+        n = self._served.get(key, 0)
+        self._served[key] = n + 1
         self.matched += 1
-        return queue.popleft()
+        return replies[n % len(replies)]
 
     def figures(self) -> dict[str, int]:
         return {"replay_recorded": len(self), "replay_matched": self.matched, "replay_missed": self.missed}
