@@ -34,15 +34,12 @@ def serve_sim(*args: str) -> tuple[subprocess.Popen, str]:
     proc = subprocess.Popen([sys.executable, "-m", "evotui.cli", "sim-server", "--port", str(port), *args],
                             cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline and proc.poll() is None:
-        try:
-            if httpx.get(f"{url}/health", timeout=1).status_code == 200:
-                return proc, url
-        except httpx.TransportError:
-            time.sleep(0.1)
-    proc.kill()
-    raise AssertionError(proc.communicate()[1])
+    try:
+        wait_healthy(url, proc, limit_s=60)
+    except AssertionError:
+        proc.kill()
+        raise
+    return proc, url
 
 
 def free_port() -> int:

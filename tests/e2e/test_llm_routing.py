@@ -11,12 +11,11 @@ import sys
 import time
 from pathlib import Path
 
-import httpx
 import pytest
 
 from engine.config import EndpointConfig
 from engine.llm.routing import RoutedClient
-from tests.e2e.conftest import ROOT, evotui, free_port, summary_of
+from tests.e2e.conftest import ROOT, evotui, free_port, summary_of, wait_healthy
 
 
 class SimServer:
@@ -26,15 +25,7 @@ class SimServer:
             [sys.executable, "-m", "evotui.cli", "sim-server", "--port", str(self.port), "--time-scale", "2000"],
             cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         self.url = f"http://127.0.0.1:{self.port}/v1"
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                if httpx.get(f"http://127.0.0.1:{self.port}/health", timeout=1).status_code == 200:
-                    return
-            except httpx.TransportError:
-                pass  # not listening yet
-            assert self.proc.poll() is None and time.monotonic() < deadline, "sim-server did not start"
-            time.sleep(0.1)
+        wait_healthy(f"http://127.0.0.1:{self.port}", self.proc, limit_s=30)
 
     def kill(self) -> None:
         if self.proc.poll() is None:

@@ -10,8 +10,6 @@ answering. A run that waited for its in-flight work would get those answers; thi
 from __future__ import annotations
 
 import http.server
-import subprocess
-import sys
 import threading
 import time
 from collections import Counter
@@ -19,7 +17,7 @@ from collections import Counter
 import httpx
 import pytest
 
-from tests.e2e.conftest import ROOT, evotui, free_port, read_rows, summary_of
+from tests.e2e.conftest import evotui, read_rows, serve_sim, summary_of
 
 HOLD_S = 60.0
 """How long the slow server holds a rollout: the run must end long before."""
@@ -87,25 +85,13 @@ class SlowProxy:
 
 @pytest.fixture
 def sim_upstream():
-    port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "evotui.cli", "sim-server", "--port", str(port), "--time-scale",
-                             "2000"], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    url = f"http://127.0.0.1:{port}"
+    proc, url = serve_sim("--time-scale", "2000")
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            assert proc.poll() is None, proc.communicate()[1]
-            try:
-                if httpx.get(f"{url}/health", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert time.monotonic() < deadline, "sim-server did not start"
-            time.sleep(0.1)
         yield url
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+        proc.stderr.close()
 
 
 def test_max_wall_ends_at_the_deadline_against_a_slow_server_and_resume_redoes_the_cut_work(db, sim_upstream):
