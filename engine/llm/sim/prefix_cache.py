@@ -65,9 +65,6 @@ class PrefixCache:
     def __len__(self) -> int:
         return len(self._blocks)
 
-    def __contains__(self, block: bytes) -> bool:
-        return block in self._blocks
-
     def match(self, blocks: Sequence[bytes]) -> int:
         """How many leading blocks are cached; those count as just used."""
         n = 0

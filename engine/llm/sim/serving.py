@@ -122,7 +122,8 @@ class VllmServer(ServerBase):
         return {"kv_capacity": cap, "kv_used": round(self.kv_used), "peak_kv_used": round(self.peak_kv_used),
                 "preemptions": self.preemptions, "prefix_caching": self.prefix_cache is not None,
                 "prefilled_tokens": round(self.prefilled_tokens),
-                "prefix_cached_tokens": round(self.prefix_cached_tokens)}
+                "prefix_cached_tokens": round(self.prefix_cached_tokens),
+                "prefix_evicted_blocks": self.prefix_cache.evicted if self.prefix_cache is not None else 0}
 
     @property
     def kv_used(self) -> float:
