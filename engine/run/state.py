@@ -156,16 +156,21 @@ class ProgramCounters:
     failures: Iterable[str] = field(default_factory=list)
     """The recent failed attempts the proposer is shown (the stage handler bounds them): kept
     here so a resumed run's next proposal request is the one the uninterrupted run sent."""
+    tried: dict[str, list[list[str]]] = field(default_factory=dict)
+    """Parent id -> [diff, outcome] of the changes tried on it (engine/stages/program_tried.py),
+    in the run state for the same reason."""
 
     def to_dict(self) -> dict:
         return {"patch_retries": self.patch_retries, "tolerant_blocks": self.tolerant_blocks,
-                "filters": dict(self.filter_counts), "failures": list(self.failures)}
+                "filters": dict(self.filter_counts), "failures": list(self.failures),
+                "tried": {k: [list(e) for e in v] for k, v in self.tried.items()}}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "ProgramCounters":
         return cls(int(d.get("patch_retries", 0)), int(d.get("tolerant_blocks", 0)),
                    Counter({str(k): int(v) for k, v in (d.get("filters") or {}).items()}),
-                   [str(f) for f in d.get("failures") or ()])
+                   [str(f) for f in d.get("failures") or ()],
+                   {str(k): [[str(x) for x in e] for e in v] for k, v in (d.get("tried") or {}).items()})
 
 
 _GENERATOR_KEYS = ("rng", "sampler", "val_order", "item_seq", "merges", "chain", "strategy")

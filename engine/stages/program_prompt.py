@@ -44,9 +44,10 @@ FORMAT = {
 }
 
 REMOVED_HEADING = "## Lines removed earlier in this lineage (do not re-add without a reason)"
+TRIED_HEADING = "## Changes already tried on this program (propose a different one)"
 REMOVED_SHOWN = 12
 REMOVED_LINE_CHARS = 200
-SHARES = {"parent": 0.45, "others": 0.25, "feedback": 0.1, "change": 0.1, "failures": 0.1}
+SHARES = {"parent": 0.4, "others": 0.2, "feedback": 0.1, "change": 0.1, "tried": 0.1, "failures": 0.1}
 
 
 def clip(text: str, limit: int) -> str:
@@ -73,9 +74,10 @@ def _fmt_score(value: float | None) -> str:
 def build_messages(*, system: str, description: str, parent_id: str, parent_code: str, parent_score: float | None,
                    metrics: dict, feedback: dict, last_change: str, others: list[tuple[str, float, str]],
                    failures: list[str], fmt: str, max_chars: int, language: LanguageSpec = PYTHON,
-                   removed: list[str] | None = None) -> list[dict]:
+                   removed: list[str] | None = None, tried: list[tuple[str, str]] | None = None) -> list[dict]:
     """Messages of one proposal request; others = (artifact id, score, program text); removed = lines
-    the parent's lineage deleted (the cycling guard's section, shown only when given)."""
+    the parent's lineage deleted (the cycling guard's section, shown only when given); tried =
+    (diff, outcome) of changes already tried on the parent (program_tried.py)."""
     budget = {k: int(v * max_chars) for k, v in SHARES.items()}
     fence = language.fence
     parts: list[str] = []
@@ -100,6 +102,10 @@ def build_messages(*, system: str, description: str, parent_id: str, parent_code
     if removed:
         lines = "\n".join(f"- {clip(ln, REMOVED_LINE_CHARS)}" for ln in removed[:REMOVED_SHOWN])
         parts.append(f"{REMOVED_HEADING}\n{lines}\n")
+    if tried:
+        each = max(300, budget["tried"] // len(tried))
+        shown = "\n".join(f"- {outcome}\n```diff\n{clip(diff.rstrip(), each)}\n```" for diff, outcome in tried)
+        parts.append(f"{TRIED_HEADING}\n{shown}\n")
     if failures:
         lines = "\n".join(f"- {clip(f, max(200, budget['failures'] // len(failures)))}" for f in failures)
         parts.append(f"## Recent failed attempts\n{lines}\n")

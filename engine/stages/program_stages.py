@@ -41,10 +41,11 @@ from engine.selection import merge
 from engine.stages import program_prompt as prompt
 from engine.stages.executor_fix import fix_locally
 from engine.stages.base import KindHandlers
+from engine.stages.program_tried import TriedChanges
+from engine.strategy.protocols import Evidence, Strategy
 
 SANDBOX_FAILURES = ("sandbox setup failed", "cannot start the evaluator process", "sandbox confinement failed")
 """Seed failures that are the sandbox's, not the program's (engine/sandbox/core.py)."""
-from engine.strategy.protocols import Evidence, Strategy
 
 TOKENS_PER_CALL_PRIOR = 3000.0
 SCORE_KEY = "combined_score"
@@ -76,6 +77,7 @@ class ProgramStages(KindHandlers):
             self.filters.remember(art.text)
         # In the run state (a resume shows the proposer the failures the killed session saw).
         self.failures = ctx.program.failures = deque(ctx.program.failures, maxlen=max(1, self.settings.num_failures))
+        self.tried = TriedChanges(ctx.program.tried, self.settings.num_tried)
         self.guard = self.settings.cycling_guard
         self.history = cycling.LineageHistory(self._lineage)
         self.chain = ProgramChain(ctx) if self.mode.chains else None
@@ -193,7 +195,8 @@ class ProgramStages(KindHandlers):
             others=[(a.artifact_id, a.val_mean, a.text) for a in self.inspirations(parent)], failures=list(self.failures),
             fmt=s.patch_format, max_chars=s.max_prompt_chars, language=self.task.language,
             removed=None if self.guard == "off" else
-            self.history.removed_lines(parent.artifact_id, parent.text, prompt.REMOVED_SHOWN))
+            self.history.removed_lines(parent.artifact_id, parent.text, prompt.REMOVED_SHOWN),
+            tried=self.tried.for_parent(parent.artifact_id))
 
     async def propose(self, item: WorkItem) -> WorkItem | None:
         ctx, s = self.ctx, self.settings
@@ -258,6 +261,7 @@ class ProgramStages(KindHandlers):
         if detail:
             line += f"\n  stderr tail: {detail}"
         self.failures.append(line)
+        self.tried.note(item, reason)
         item.end("failed", reason)
 
     # -- validate / evaluate / update -------------------------------------------------------
@@ -310,6 +314,7 @@ class ProgramStages(KindHandlers):
         ctx = self.ctx
         unjoinable = self._rebase(item)
         if unjoinable:
+            self.tried.note(item, unjoinable)
             ctx.tally.rejected += 1
             ctx.bus.publish(ev.CandidateRejected(item_id=item.item_id, parent_id=item.parent_id, reason=unjoinable))
             item.end("rejected", unjoinable)
@@ -335,6 +340,7 @@ class ProgramStages(KindHandlers):
         if refused is not None:
             ctx.tally.rejected += 1
             reason = f"score gate: {refused}"
+            self.tried.scored(item, score, self._parent_score(item))
             ctx.bus.publish(ev.CandidateRejected(item_id=item.item_id, parent_id=item.parent_id, reason=reason))
             item.end("rejected", reason)
             return None
@@ -364,6 +370,7 @@ class ProgramStages(KindHandlers):
                      if getattr(evaluation, k) is not None},
                   **({"executor_fix": item.proposal.executor_fix} if item.proposal.executor_fix is not None else {})},
         )
+        self.tried.scored(item, evaluation.score, self._parent_score(item))
         self.ledger.commit(item, art)  # counted and announced there
         item.artifact_id = artifact_id
         if self.chain is not None:

@@ -87,6 +87,9 @@ class ProgramSettings(BaseModel):
     num_diverse: int = Field(default=1, ge=0)
     num_failures: int = Field(default=3, ge=0)
     """Recent failed attempts (with their errors) shown to the proposer."""
+    num_tried: int = Field(default=4, ge=0)
+    """Changes already tried on the parent (each with its score or why it failed) shown to the
+    proposer, so it proposes a different one (engine/stages/program_tried.py); 0: none."""
     max_prompt_chars: int = Field(default=24000, gt=2000)
     tournament_size: int = Field(default=3, gt=0)
     elite_size: int = Field(default=8, gt=0)

@@ -93,8 +93,11 @@ async def run_one(task: str, mode: str, seed: int, profile: str, proposals: int,
         "heldout_score": held,
         "seed_score": s["seed_score"],
         "accepted": s["accepted"],
-        # Program tasks: proposals whose program reached the evaluator (OpenEvolve's database rows).
-        "evaluated": s["accepted"] + s["rejected"] if program else s["proposals"],
+        # Program tasks: proposals the evaluator ran on, whatever it said (the seed's run not
+        # counted), as the peers' rows count every evaluation they log, failed ones included.
+        # A child turned away before the evaluator (a duplicate, a syntax error, one that
+        # cannot join a newer chain head) is not counted.
+        "evaluated": s["metric_calls"] - 1 if program else s["proposals"],
         "merges": s["merges_accepted"],
         "llm_calls": s["llm_calls"],
         "prompt_tokens": s["prompt_tokens"],

@@ -222,13 +222,16 @@ async def test_program_counters_are_saved_and_restored(harness) -> None:
     run.ctx.program.patch_retries, run.ctx.program.tolerant_blocks = 3, 1
     run.ctx.program.filter_counts.update({"duplicate": 2})
     run.ctx.program.failures = ["i000001 (from a000000): evaluation failed: ZeroDivisionError"]
+    run.ctx.program.tried.update({"a000000": [["-x\n+y", "duplicate: in the pool"]]})
     await harness.run_to_end(run)
     record = await harness.record(run.ctx.run_id)
     assert record.counters["program"] == {"patch_retries": 3, "tolerant_blocks": 1, "filters": {"duplicate": 2},
-                                          "failures": ["i000001 (from a000000): evaluation failed: ZeroDivisionError"]}
+                                          "failures": ["i000001 (from a000000): evaluation failed: ZeroDivisionError"],
+                                          "tried": {"a000000": [["-x\n+y", "duplicate: in the pool"]]}}
     again = await harness.resume(run.ctx.run_id)
     assert again.ctx.program == ProgramCounters(3, 1, Counter({"duplicate": 2}),
-                                                ["i000001 (from a000000): evaluation failed: ZeroDivisionError"])
+                                                ["i000001 (from a000000): evaluation failed: ZeroDivisionError"],
+                                                {"a000000": [["-x\n+y", "duplicate: in the pool"]]})
     await again.close()
 
 

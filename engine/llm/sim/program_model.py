@@ -58,6 +58,13 @@ P_BLAME = 0.5
 blamed_items.py) gets, when no stated direction was followed, a perturbation of one of those
 items' lines with this probability: the model fixes what the evaluator reports. A request
 naming no item draws nothing for it."""
+P_AVOID_TRIED = 0.8
+"""A request that lists changes already tried on the current program (```diff blocks under a
+heading that says "tried", whoever wrote it) gets a fresh draw, with this probability and at
+most TRIED_REDRAWS times, when its edit would repeat one of them: a model told what was tried
+mostly proposes something else, not always. A draw that repeats nothing listed (and every draw
+of a request that lists nothing) is the draw it was: no randomness is spent on the check."""
+TRIED_REDRAWS = 2
 
 FORMAT_RE = re.compile(r"evotui-patch-format: (diff|full|udiff)")
 _PARENT = re.compile(r"## Current program[^\n]*\n```([\w+-]*)\n(.*?)```", re.S)
@@ -67,6 +74,8 @@ _ANY_PARENT = re.compile(r"^#{1,3}[ \t]*Current program\b[^\n]*\n+```([\w+-]*)\n
 _DIFF_ASKED = re.compile(r"^<<<<<<< SEARCH[ \t]*$", re.M)
 _OTHER = re.compile(r"### (?:Program|Inspiration) [^\n]*\n```[\w+-]*\n(.*?)```", re.S)
 _CHANGE = re.compile(r"## Change that produced the current program\n```diff\n(.*?)```", re.S)
+_TRIED = re.compile(r"^#{2,3}[^\n]*\btried\b[^\n]*\n(.*?)(?=^#{1,2} |\Z)", re.S | re.M | re.I)
+_DIFF_BLOCK = re.compile(r"```diff\n(.*?)```", re.S)
 _NUM = re.compile(r"(?<![\w.])(\d+\.\d*|\d*\.\d+|\d+)(?![\w.])")
 
 
@@ -292,12 +301,43 @@ def find_parent(text: str) -> tuple[LanguageSpec, str] | None:
     return (by_fence(m.group(1)) or PYTHON, m.group(2)) if m else None
 
 
+def _changed_lines(diff_lines: list[str]) -> tuple[frozenset[str], frozenset[str]]:
+    """(removed, added) lines of a unified diff, stripped: what a change does, wherever it is shown."""
+    removed = frozenset(ln[1:].strip() for ln in diff_lines if ln.startswith("-") and not ln.startswith("---"))
+    added = frozenset(ln[1:].strip() for ln in diff_lines if ln.startswith("+") and not ln.startswith("+++"))
+    return removed, added
+
+
+def tried_changes(request: str) -> list[tuple[frozenset[str], frozenset[str]]]:
+    """The changes a request lists as already tried (```diff blocks under a "tried" heading)."""
+    return [_changed_lines(d.splitlines()) for section in _TRIED.findall(request) for d in _DIFF_BLOCK.findall(section)]
+
+
+def _change_of(code: str, edits: list[tuple[str, str]]) -> tuple[frozenset[str], frozenset[str]]:
+    child = code
+    for old, new in edits:
+        child = child.replace(old, new, 1)
+    return _changed_lines(list(difflib.unified_diff(code.splitlines(), child.splitlines(), lineterm="", n=0)))
+
+
 def choose_edit(code: str, lang: LanguageSpec, fmt: str, request: str, others: list[str],
                 change: str | None, retry: bool, rng: random.Random) -> tuple[str, list[tuple[str, str]] | str | None]:
     """The edit model, shared by every layout: (reason, edits), or (reason, raw SEARCH/REPLACE
     text) for a failure path, or (reason, None) when nothing can be changed. ``request`` is the
-    prose that may state directions, ``others`` other programs shown, ``change`` the diff that
-    produced the parent (if shown). The random draws are the same whoever asks."""
+    prose that may state directions and list changes already tried, ``others`` other programs
+    shown, ``change`` the diff that produced the parent (if shown). The random draws are the same
+    whoever asks."""
+    tried = tried_changes(request)
+    for _ in range(TRIED_REDRAWS):
+        reason, edits = _draw_edit(code, lang, fmt, request, others, change, retry, rng)
+        if not (tried and isinstance(edits, list) and _change_of(code, edits) in tried) or rng.random() >= P_AVOID_TRIED:
+            return reason, edits
+    return _draw_edit(code, lang, fmt, request, others, change, retry, rng)
+
+
+def _draw_edit(code: str, lang: LanguageSpec, fmt: str, request: str, others: list[str],
+               change: str | None, retry: bool, rng: random.Random) -> tuple[str, list[tuple[str, str]] | str | None]:
+    """One draw of the edit model (choose_edit)."""
     p_bad = 1 - P_FIX_ON_RETRY if retry else P_MALFORMED + P_NOT_FOUND + P_OUTSIDE + P_SYNTAX
     if fmt == "diff" and rng.random() < p_bad:
         reason, _, blocks = _broken(code, rng, lang).partition("\n")
