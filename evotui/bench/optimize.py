@@ -37,13 +37,18 @@ from evotui.peers.sim_endpoint import SimEndpoint
 
 ROWS = ("gepa", "evotui-default", "evotui-async")
 """gepa.optimize; evotui.optimize with its default mode; with mode async (the old default).
-Also accepted: evotui-sync, evotui-pxn and evotui-chain-N (N chains)."""
+Also accepted: evotui-sync, evotui-pxn, evotui-chain-N (N chains) and evotui-best-of-n (every
+proposal from the seed candidate, fully evaluated: evotui/bench/bestofn.py)."""
 
 
 def row_options(row: str) -> dict | None:
     """evotui.optimize keyword arguments of an evotui row, or None for an unknown row."""
     if row == "evotui-default":
         return {}
+    if row == "evotui-best-of-n":
+        from evotui.bench import bestofn  # registers the strategy
+
+        return {"strategy": bestofn.NAME, **bestofn.MODE["pipeline"]}
     mode = row.removeprefix("evotui-")
     if mode in ("async", "sync", "pxn", "chain"):
         return {"mode": mode}
@@ -169,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [r for r in wanted if r != "gepa" and row_options(r) is None]
     if unknown:
         print(f"evotui bench --optimize: unknown row {unknown[0]!r}; rows are gepa, evotui-default, "
-              "evotui-async, evotui-sync, evotui-pxn, evotui-chain-N", file=sys.stderr)
+              "evotui-async, evotui-sync, evotui-pxn, evotui-chain-N, evotui-best-of-n", file=sys.stderr)
         return 2
     rows = []
     for seed in range(args.first_seed, args.first_seed + args.seeds):
