@@ -67,7 +67,7 @@ def system_message(custom: str, fmt: str, language: LanguageSpec = PYTHON) -> st
     return f"{base.strip()}\n\n{FORMAT[fmt].replace('{fence}', language.fence)}"
 
 
-def _fmt_score(value: float | None) -> str:
+def fmt_score(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.6g}"
 
 
@@ -87,12 +87,12 @@ def build_messages(*, system: str, description: str, parent_id: str, parent_code
         each = max(400, budget["others"] // len(others))
         parts.append("## Other programs (for inspiration)")
         for aid, score, code in others:
-            parts.append(f"### Program {aid} (combined_score {_fmt_score(score)})\n```{fence}\n{clip(code.rstrip(), each)}\n```")
+            parts.append(f"### Program {aid} (combined_score {fmt_score(score)})\n```{fence}\n{clip(code.rstrip(), each)}\n```")
         parts.append("")
-    parts.append(f"## Current program ({parent_id}, combined_score {_fmt_score(parent_score)})\n"
+    parts.append(f"## Current program ({parent_id}, combined_score {fmt_score(parent_score)})\n"
                  f"```{fence}\n{clip(parent_code.rstrip(), budget['parent'])}\n```\n")
     if metrics:
-        lines = "\n".join(f"- {k}: {_fmt_score(v)}" for k, v in sorted(metrics.items()))
+        lines = "\n".join(f"- {k}: {fmt_score(v)}" for k, v in sorted(metrics.items()))
         parts.append(f"## Metrics\n{clip(lines, 1500)}\n")
     if feedback:
         lines = "\n".join(f"- {k}: {v}" for k, v in sorted(feedback.items()))

@@ -15,15 +15,11 @@ the latest PARENTS_KEPT parents.
 from __future__ import annotations
 
 from engine.items import WorkItem
-from engine.stages.program_prompt import clip
+from engine.stages.program_prompt import clip, fmt_score
 
 PARENTS_KEPT = 32
 """Parents whose tried changes are kept (the oldest parent's go first)."""
 OUTCOME_CHARS = 200
-
-
-def _score(value: float | None) -> str:
-    return "n/a" if value is None else f"{value:.6g}"
 
 
 class TriedChanges:
@@ -46,7 +42,10 @@ class TriedChanges:
             del self.store[next(iter(self.store))]
 
     def scored(self, item: WorkItem, score: float | None, parent_score: float | None) -> None:
-        self.note(item, f"scored {_score(score)} (the current program scores {_score(parent_score)})")
+        self.note(item, f"scored {fmt_score(score)} (the current program scores {fmt_score(parent_score)})")
 
     def for_parent(self, parent_id: str) -> list[tuple[str, str]]:
-        return [(d, o) for d, o in self.store.get(parent_id, [])][-self.shown:] if self.shown > 0 else []
+        """(diff, outcome) pairs, at most `shown` (a resume may have lowered it)."""
+        if self.shown <= 0:
+            return []
+        return [(d, o) for d, o in self.store.get(parent_id, [])[-self.shown:]]

@@ -22,6 +22,7 @@ import difflib
 import random
 import re
 
+from engine.code.deleted_lines import line_changes
 from engine.code.evolve_blocks import RegionError, find_regions
 from engine.code.languages import PYTHON, LanguageSpec, by_fence
 from engine.llm.sim import blamed_items, code_growth, directions, prompt_text
@@ -314,10 +315,12 @@ def tried_changes(request: str) -> list[tuple[frozenset[str], frozenset[str]]]:
 
 
 def _change_of(code: str, edits: list[tuple[str, str]]) -> tuple[frozenset[str], frozenset[str]]:
+    """(removed, added) lines of the program these edits make, as _changed_lines gives a listed diff's."""
     child = code
     for old, new in edits:
         child = child.replace(old, new, 1)
-    return _changed_lines(list(difflib.unified_diff(code.splitlines(), child.splitlines(), lineterm="", n=0)))
+    added, removed = line_changes(code, child)
+    return frozenset(ln.strip() for ln in removed), frozenset(ln.strip() for ln in added)
 
 
 def choose_edit(code: str, lang: LanguageSpec, fmt: str, request: str, others: list[str],
