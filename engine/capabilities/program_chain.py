@@ -11,8 +11,11 @@ head is carried onto the newer head before it is evaluated:
 - before the evaluation, if another chain moved the head since the step began, the candidate's
   edit is re-applied to the newer head by a three-way line merge (selection/merge.py): the merged
   program is what gets evaluated, so its score is the score of what would become the head; a
-  candidate that cannot join (a conflict, or the newer head already holds its edit) is rejected
-  without an evaluation, the expensive part of a program step;
+  candidate that cannot join (a conflict, or the newer head already holds its edit) is evaluated
+  as it is, a branch of the head it was made from (`[program] chain_unjoinable = "evaluate"`: its
+  LLM call is paid, an evaluation is cheap next to it on every task measured, and it becomes the
+  head if it scores above it), or rejected without an evaluation ("reject": for evaluators costly
+  enough that a branch is not worth a run);
 - after the evaluation the strategy's acceptance decides what enters the pool, as in any mode;
   a committed program that scores above the head becomes the new head.
 
@@ -31,8 +34,9 @@ from engine.selection import merge
 
 
 class ProgramChain:
-    def __init__(self, ctx: RunContext) -> None:
+    def __init__(self, ctx: RunContext, evaluate_unjoinable: bool = True) -> None:
         self.ctx = ctx
+        self.evaluate_unjoinable = evaluate_unjoinable
 
     def _head(self):
         """The shared head as a pool artifact; the pool's best when none is set (or it is gone)."""
@@ -61,6 +65,12 @@ class ProgramChain:
         if merged is None:
             self.ctx.staleness_counts["chain_unjoinable"] += 1
             self._step(collided=True)
+            if self.evaluate_unjoinable:
+                # Evaluated on the head it was made from; no longer a step of the chain (its
+                # collision is counted), so its end does not count a clean step as well.
+                self.ctx.staleness_counts["chain_branched"] += 1
+                item.chain = None
+                return ""
             return "does not apply to the newer head (a conflict, or the edit is there); not evaluated"
         item.amend_proposal(rebased={"from_seq": link.head_seq, "to_seq": ch.seq, "from_parent": item.parent_id,
                                      "mechanical": True},
@@ -77,7 +87,8 @@ class ProgramChain:
         if score > head.val_mean:
             ch.head_base, ch.head_text, ch.head_chain = artifact_id, self.ctx.pool.get(artifact_id).text, []
             ch.seq += 1
-        self._step(collided=False)
+        if item.chain is not None:
+            self._step(collided=False)
 
     def ended(self, item: WorkItem) -> None:
         """A step that ended without a commit (failed, rejected) still counts as a clean step."""

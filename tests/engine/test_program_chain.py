@@ -1,6 +1,7 @@
 """Chains for program tasks (engine/capabilities/program_chain.py): every step starts from the
 shared head, an edit made while another chain moved the head is merged onto it before its
-evaluation (or turned away unevaluated), and a committed program above the head becomes it."""
+evaluation (or, when it cannot join, evaluated as a branch or turned away unevaluated), and a
+committed program above the head becomes it."""
 
 from __future__ import annotations
 
@@ -33,10 +34,10 @@ def _commit(ctx, aid: str, text: str, score: float) -> None:
     ctx.pool.add(Artifact(aid, text, (ctx.chain.head_base,), 0, {"combined_score": score}))
 
 
-def _two_steps_then_a_new_head(**kw):
+def _two_steps_then_a_new_head(evaluate_unjoinable: bool = True, **kw):
     """Two steps started from the seed; the first commits `a = 5` above it and becomes the head."""
     ctx = _ctx(**kw)
-    chain = ProgramChain(ctx)
+    chain = ProgramChain(ctx, evaluate_unjoinable)
     one, two = _item(1), _item(2)
     chain.start(one)
     chain.start(two)
@@ -76,13 +77,30 @@ def test_an_edit_made_on_an_older_head_is_merged_onto_the_newer_one_before_its_e
     assert "a = 5" in ctx.chain.head_text and "c = 9" in ctx.chain.head_text
 
 
-def test_an_edit_the_newer_head_already_holds_is_turned_away_unevaluated():
-    ctx, chain, two = _two_steps_then_a_new_head(chains=4, chains_min=2)
+def test_with_reject_an_edit_the_newer_head_already_holds_is_turned_away_unevaluated():
+    ctx, chain, two = _two_steps_then_a_new_head(False, chains=4, chains_min=2)
     ctx.chain.count = 3
     two.proposal = Proposal(child=BASE.replace("a = 1", "a = 5"))  # the same edit, made by the other chain
     reason = chain.rebase(two)
     assert reason.startswith("does not apply to the newer head")
     assert ctx.staleness_counts["chain_unjoinable"] == 1 and ctx.chain.count == 2  # a collision takes a chain away
+
+
+def test_by_default_a_conflicting_edit_is_evaluated_as_a_branch_of_its_own_head():
+    ctx, chain, two = _two_steps_then_a_new_head(chains=4, chains_min=2)
+    ctx.chain.count = 3
+    conflicting = BASE.replace("a = 1", "a = 7")  # the line the new head changed, changed otherwise
+    two.proposal = Proposal(child=conflicting)
+    assert chain.rebase(two) == ""
+    # Unmerged, on the seed it was made from, and no longer a chain step.
+    assert two.proposal.child == conflicting and two.parent_id == "a000000" and two.chain is None
+    assert ctx.staleness_counts["chain_unjoinable"] == ctx.staleness_counts["chain_branched"] == 1
+    assert ctx.chain.count == 2  # the collision still takes a chain away
+    # Scored above the head, the branch becomes the head; its end is not counted as a clean step too.
+    _commit(ctx, "a000002", conflicting, 0.9)
+    chain.committed(two, "a000002", 0.9)
+    assert (ctx.chain.head_base, ctx.chain.seq) == ("a000002", 2)
+    assert ctx.chain.clean_steps == 0 and ctx.chain.count == 2
 
 
 def test_a_fresh_step_needs_no_rebase():
