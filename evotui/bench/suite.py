@@ -58,6 +58,9 @@ class Suite(_Strict):
     zero_latency: bool = False
     """An instant backend (bench.ZERO_LATENCY_SCALE): the code path in seconds, no figures."""
     seeds: int = Field(ge=1)
+    first_seed: int = Field(0, ge=0)
+    """Seeds run are first_seed, first_seed + 1, ...: a later run extends an earlier sample with new
+    seeds, to be paired with it by seed (the JSON keeps each run's seed)."""
     transport: Literal["loopback", "in-process"] = "loopback"
     """How evotui's rows reach the simulator. loopback: a fresh `evotui sim-server` per run, over
     HTTP, exactly as the peer rows reach theirs (equal transport); in-process: the engine's
@@ -153,7 +156,7 @@ async def run_suite(suite: Suite, seeds: int, skip: set[tuple[str, str]], log) -
     results: dict[str, dict[str, list[dict]]] = {t.name: {r: [] for r in t.rows if (t.name, r) not in skip}
                                                  for t in suite.tasks}
     with scratch.directory("evotui-bench-suite-") as tmp:
-        for seed in range(seeds):
+        for seed in range(suite.first_seed, suite.first_seed + seeds):
             for t in suite.tasks:
                 for row in results[t.name]:
                     db = Path(tmp) / f"{t.name}-{row}-{seed}.db"

@@ -91,7 +91,9 @@ def _pair(p: dict | None) -> str:
 def table(name: str, suite: Any, rows: list[dict], seeds: int) -> str:
     basis = ("ZERO-LATENCY simulated backend (figures show the code path, not speed)" if suite.zero_latency
              else f"SIMULATED backend, profile {suite.profile}")
-    lines = [f"evotui bench --suite {name} -- {basis}, {seeds} seed(s); medians over seeds",
+    first = suite.first_seed
+    lines = [f"evotui bench --suite {name} -- {basis}, {seeds} seed(s)"
+             f"{f' from seed {first}' if first else ''}; medians over seeds",
              "eval/min = evaluated proposals per simulated minute; x ref = its ratio to the reference row; best = best "
              "validation score at equal proposals; held = that best re-scored held out (prompt: held-out split, "
              "program: held-out evaluator); vs ref = paired by seed: mean diff +- se n=seeds "

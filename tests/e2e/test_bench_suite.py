@@ -52,13 +52,14 @@ def test_suite_over_loopback_reaches_a_sim_server(tmp_path: Path) -> None:
     """Equal transport: evotui's rows go over HTTP to a fresh `evotui sim-server`, as the peers' do,
     timed by that server's virtual clock (the bench's default), as the peers' are."""
     suite = tmp_path / "tiny.toml"
-    suite.write_text('[suite.tiny]\ndescription = "loopback"\nseeds = 1\ntime_scale = 400\n'
+    suite.write_text('[suite.tiny]\ndescription = "loopback"\nseeds = 1\nfirst_seed = 5\ntime_scale = 400\n'
                      'tasks = [{ name = "overrides", proposals = 3, rows = ["sync", "best-of-n"] }]\n')
     out = tmp_path / "tiny.json"
     rows = _json_rows(evotui("bench", "--suite", str(suite), "--json", "--out", str(out), timeout=600))
     assert [r["row"] for r in rows] == ["sync", "best-of-n"]
     for r in json.loads(out.read_text()):
-        run = r["runs"][0]
+        [run] = r["runs"]
+        assert run["seed"] == 5  # first_seed: a later run extends an earlier sample
         assert run["transport"] == "loopback" and run["clock"] == "virtual"
         assert run["utilization"] > 0  # read from the server, there being no in-process simulator
         assert r["evaluated_per_min"] > 0 and r["record"]["value"] > 0  # the built-in record, from suites.toml
