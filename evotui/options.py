@@ -94,8 +94,8 @@ def add_run_flags(p: argparse.ArgumentParser) -> None:
     add_evaluator_flags(p)
     e = p.add_argument_group("pipeline")
     e.add_argument("--mode", choices=["async", "sync", "pxn", "chain"],
-                   help="default: chain (8 chains) for prompt tasks under gepa and program tasks under "
-                        "openevolve, async otherwise or when an async-only option is set "
+                   help="default: chain for prompt tasks under gepa (8 chains) and program tasks under "
+                        "openevolve (12 chains), async otherwise or when an async-only option is set "
                         "(`evotui config show` names the layer that chose it)")
     e.add_argument("--strategy", metavar="NAME", help="search strategy (`evotui strategies` lists them); default: "
                    "gepa on prompt tasks, openevolve on program tasks")

@@ -13,7 +13,7 @@ from typing import Literal
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 
-from engine.pipeline.modes import DEFAULT_MODE_LAYER, throughput_default
+from engine.pipeline.modes import DEFAULT_MODE_LAYER, KIND_CHAINS_LAYER, kind_chains, throughput_default
 from engine.config.pipeline import DEFAULT_MAX_GAP, DEFAULT_WORKERS, PipelineConfig  # noqa: F401 (re-exported)
 from engine.config.service import EvaluatorConfig, RouteConfig, StrictModel
 from engine.config.strategy import StrategyConfig
@@ -292,8 +292,12 @@ def new_run_layers(task, layers: list[tuple[str, dict]]) -> list[tuple[str, dict
     from engine.strategy.registry import runs_chain_default  # the pipeline layer names no strategy
 
     measured = runs_chain_default((asked.get("strategy") or {}).get("name"), task.kind)
-    default = throughput_default(task.kind, measured, asked.get("pipeline") or {})
-    return [(DEFAULT_MODE_LAYER, default), *layers] if default is not None else layers
+    pipeline = asked.get("pipeline") or {}
+    default = throughput_default(task.kind, measured, pipeline)
+    if default is not None:
+        return [(DEFAULT_MODE_LAYER, default), *layers]
+    count = kind_chains(task.kind, pipeline) if pipeline.get("mode") == "chain" else {}
+    return [(KIND_CHAINS_LAYER, {"pipeline": count}), *layers] if count else layers
 
 
 def build_config(layers: list[tuple[str, dict]]) -> RunConfig:

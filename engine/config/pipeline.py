@@ -38,10 +38,8 @@ class PipelineConfig(StrictModel):
     slower and +0.010 of held-out score (se 0.003), above sequential GEPA (+0.007, se 0.003)
     but under 2x GEPA's PxN; 10 are 10% faster and -0.014 (se 0.004); 12 and more lose more
     (a proposal's head is staler). 8: 2.2x PxN, -0.005 (se 0.004) against sequential GEPA.
-    Program tasks (48 proposals, 12 seeds, unjoinable steps evaluated): 12 are 1.3x faster than 8
-    (2.1x and 2.3x OpenEvolve's pace) but -0.069 +- 0.031 of best score against sync on
-    circle_packing, where each improvement builds on the last (8: +0.006 +- 0.025, 24 seeds);
-    8 there too."""
+    Program and adapter tasks run counts measured for them (engine/pipeline/modes.py KIND_CHAINS:
+    12 and 1) unless a run sets this."""
     chains_min: int | None = Field(default=None, gt=0)
     """chain: set below `chains` to let the count adapt: it starts here, a step whose candidate
     collides with another chain's head (cannot join it: the same edit or a conflict) takes a

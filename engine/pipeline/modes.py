@@ -68,8 +68,17 @@ ASYNC_ONLY = {"policy": "full", "speculation": False, "merge": False, "adaptive"
 """[pipeline] options only mode async serves, with their off values."""
 
 
-ADAPTER_CHAINS = 1
-"""Chains of the adapter kind's default (measured: see throughput_default)."""
+KIND_CHAINS = {"adapter": 1, "program": 12}
+"""Chains of mode chain on the kinds whose count was measured apart from the pipeline's default
+(`chains`, 8, measured on prompt tasks); a run that sets `chains` keeps its own. Adapter tasks: 1
+(throughput_default). Program tasks: 12 (48 proposals, simulated vllm, 24 seeds, paired by seed
+against 8 chains): 1.27x and 1.29x the evaluated proposals per minute on circle_packing and
+heilbronn at best -0.023 +- 0.025 and -0.002 +- 0.008, no difference resolvable at 24 seeds,
+and 2.06x and 2.35x OpenEvolve's pace (8: 1.63x and 1.83x). Since steps that cannot join a newer
+head are evaluated as branches, more chains no longer cost heilbronn its best (16 chains lost
+0.022 against 8 before)."""
+KIND_CHAINS_LAYER = "evotui's chain count for the task kind"
+"""The configuration layer that sets KIND_CHAINS for a run that chose mode chain itself."""
 
 DEFAULT_MODE_LAYER = "evotui's default mode (chain)"
 """The name of the configuration layer throughput_default adds (config show lists it)."""
@@ -89,11 +98,15 @@ def throughput_default(kind: str, measured: bool, pipeline: dict) -> dict | None
         return None
     if not measured:
         return None
-    if kind == "adapter":
-        # One chain: at the metric-call budgets such runs have, depth beats breadth; the speed
-        # comes from the gate's hand-on, background validation and evaluation in slices.
-        return {"pipeline": {"mode": "chain", **({} if "chains" in pipeline else {"chains": ADAPTER_CHAINS})}}
-    return {"pipeline": {"mode": "chain"}}
+    # Adapter tasks run one chain: at the metric-call budgets such runs have, depth beats breadth;
+    # the speed comes from the gate's hand-on, background validation and evaluation in slices.
+    return {"pipeline": {"mode": "chain", **kind_chains(kind, pipeline)}}
+
+
+def kind_chains(kind: str, pipeline: dict) -> dict:
+    """{"chains": n} when mode chain on this kind runs a measured count of its own (KIND_CHAINS)
+    and the run did not set one; {} otherwise."""
+    return {} if "chains" in pipeline or kind not in KIND_CHAINS else {"chains": KIND_CHAINS[kind]}
 
 
 def mode_named(name: str) -> Mode:

@@ -49,7 +49,9 @@ def test_an_adapter_run_chains_steps_at_the_gate_and_improves(tmp_path, mode):
 def test_a_chain_candidate_that_fails_its_gate_hands_the_head_s_batch_on(tmp_path):
     """The reflective dataset of a step handed on after a failed gate comes from the head's traced
     batch on the next minibatch: those steps propose (none fails with 'rollout traces lost')."""
-    res = _run(tmp_path, KeywordAdapter(), mode="chain", max_metric_calls=400)
+    # 8 chains (the adapter kind's own count is 1): more steps at once, so some gates fail.
+    res = _run(tmp_path, KeywordAdapter(), mode="chain", max_metric_calls=400,
+               config={"sim": {"time_scale": 1000}, "pipeline": {"chains": 8}})
     with sqlite3.connect(tmp_path / "c.db") as con:
         rows = con.execute("select item_id, outcome, payload_json from items where run_id = ?", (res.run_id,)).fetchall()
     outcome = {i: o for i, o, _ in rows}
