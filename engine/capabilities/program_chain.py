@@ -65,11 +65,10 @@ class ProgramChain:
         if merged is None:
             self.ctx.staleness_counts["chain_unjoinable"] += 1
             self._step(collided=True)
-            if self.evaluate_unjoinable:
-                # Evaluated on the head it was made from; no longer a step of the chain (its
-                # collision is counted), so its end does not count a clean step as well.
+            # No longer a step of the chain (its collision is counted), so its end counts no clean step.
+            item.chain = None
+            if self.evaluate_unjoinable:  # evaluated on the head it was made from
                 self.ctx.staleness_counts["chain_branched"] += 1
-                item.chain = None
                 return ""
             return "does not apply to the newer head (a conflict, or the edit is there); not evaluated"
         item.amend_proposal(rebased={"from_seq": link.head_seq, "to_seq": ch.seq, "from_parent": item.parent_id,
@@ -93,8 +92,7 @@ class ProgramChain:
     def ended(self, item: WorkItem) -> None:
         """A step that ended without a commit (failed, rejected) still counts as a clean step."""
         if item.chain is not None and item.outcome in ("failed", "rejected"):
-            if not str(item.why("")).startswith("does not apply to the newer head"):
-                self._step(collided=False)
+            self._step(collided=False)
 
     def _step(self, collided: bool) -> None:
         cfg = self.ctx.config.pipeline

@@ -80,7 +80,7 @@ class ProgramStages(KindHandlers):
         self.tried = TriedChanges(ctx.program.tried, self.settings.num_tried)
         self.guard = self.settings.cycling_guard
         self.history = cycling.LineageHistory(self._lineage)
-        self.chain = (ProgramChain(ctx, self.settings.chain_unjoinable == "evaluate") if self.mode.chains else None)
+        self.chain = ProgramChain(ctx, self.settings.chain_unjoinable == "evaluate") if self.mode.chains else None
         """mode chain: the shared head every step improves (engine/capabilities/program_chain.py)."""
         # A step is carried onto the newest head as it starts its evaluation, so steps wait in
         # the evaluate queue, not inside the sandbox's slots, where the head could move on again.
