@@ -126,12 +126,15 @@ class Ledger:
         return change
 
     def confirm(self, item: WorkItem, artifact_id: str, val_scores: Mapping[str, float], mean: float,
-                threshold: float, feedback: Mapping[str, str] | None = None) -> Artifact:
-        """Full validation confirmed a speculative artifact: it is now validated and accepted."""
+                threshold: float, feedback: Mapping[str, str] | None = None,
+                meta: Mapping[str, object] | None = None) -> Artifact:
+        """Full validation confirmed a speculative artifact: it is now validated and accepted
+        (`meta`: what the artifact's meta gains, e.g. a program's metrics)."""
         ctx = self.ctx
         before = self.best()
         change = ctx.pool.set_status(artifact_id, "confirmed", val_scores, {"val_mean": mean, "threshold": threshold,
-                                                                            "metric_calls": ctx.tally.metric_calls})
+                                                                            "metric_calls": ctx.tally.metric_calls},
+                                     meta)
         stored = ctx.pool.get(artifact_id)
         # Lineage rows were written at the insert; only the scores and status change.
         self._persist(stored, item.minibatch, feedback or {}, _operator(item), lineage=False)

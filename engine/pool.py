@@ -218,9 +218,10 @@ class Pool:
         self._since_restore = top_of(a for aid in after if is_confirmed(a := self._artifacts[aid]))
 
     def set_status(self, artifact_id: str, status: str, val_scores: Mapping[str, float] | None = None,
-                   detail: Mapping[str, object] | None = None) -> PoolChange:
+                   detail: Mapping[str, object] | None = None, meta: Mapping[str, object] | None = None) -> PoolChange:
         """Confirm or remove a speculative artifact; a pool change, so the version bumps.
-        Removed artifacts stay readable (lineage) but are no longer selectable."""
+        Removed artifacts stay readable (lineage) but are no longer selectable. `meta`: keys the
+        confirmation adds (a program's metrics and feedback, known only once its cascade ended)."""
         art = self.get(artifact_id)
         self.version += 1
         self._committed(Artifact(
@@ -231,7 +232,7 @@ class Pool:
             val_scores=MappingProxyType(dict(val_scores if val_scores is not None else art.val_scores)),
             status=status,
             created_at=art.created_at,
-            meta=art.meta,
+            meta=MappingProxyType({**art.meta, **meta}) if meta else art.meta,
             components=art.components,
         ))
         return self._logged(PoolChange(self.version, status, artifact_id, MappingProxyType(dict(detail or {}))))

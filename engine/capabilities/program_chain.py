@@ -41,7 +41,7 @@ class ProgramChain:
     def _head(self):
         """The shared head as a pool artifact; the pool's best when none is set (or it is gone)."""
         ch, pool = self.ctx.chain, self.ctx.pool
-        if not ch.head_base or ch.head_base not in pool:
+        if not ch.head_base or ch.head_base not in pool or pool.get(ch.head_base).status == "removed":
             best = pool.best()
             ch.head_base, ch.head_text, ch.head_chain = best.artifact_id, best.text, []
         return pool.get(ch.head_base)
@@ -80,14 +80,36 @@ class ProgramChain:
         return ""
 
     def committed(self, item: WorkItem, artifact_id: str, score: float) -> None:
-        """A committed program that beats the head becomes the head."""
+        """A committed program that beats the head becomes the head; a speculative head confirmed
+        below the pool's best steps back to the best."""
         head = self._head()
-        ch = self.ctx.chain
+        ch, pool = self.ctx.chain, self.ctx.pool
         if score > head.val_mean:
-            ch.head_base, ch.head_text, ch.head_chain = artifact_id, self.ctx.pool.get(artifact_id).text, []
-            ch.seq += 1
+            self._move(artifact_id)
+        elif ch.head_base == artifact_id and (best := pool.best()) is not None and best.val_mean > score:
+            self._move(best.artifact_id)
         if item.chain is not None:
             self._step(collided=False)
+
+    def speculative_head(self, item: WorkItem, artifact_id: str) -> None:
+        """A speculative program (an early cascade stage above the best) becomes the head when it
+        is above it, and its step hands the chain on: the next step starts from it now."""
+        if self.ctx.pool.get(artifact_id).val_mean <= self._head().val_mean:
+            return
+        self._move(artifact_id)
+        if item.chain is not None:
+            item.chain.gated = True  # no longer holds a proposal slot (WorkItem.holds_proposal_slot)
+
+    def head_removed(self, artifact_id: str) -> None:
+        """A speculative head left the pool: the head steps back to the best; steps made from it
+        are carried onto that (rebase) like steps made from any head that moved on."""
+        if self.ctx.chain.head_base == artifact_id:
+            self._move(self.ctx.pool.best().artifact_id)
+
+    def _move(self, artifact_id: str) -> None:
+        ch = self.ctx.chain
+        ch.head_base, ch.head_text, ch.head_chain = artifact_id, self.ctx.pool.get(artifact_id).text, []
+        ch.seq += 1
 
     def ended(self, item: WorkItem) -> None:
         """A step that ended without a commit (failed, rejected) still counts as a clean step."""

@@ -170,9 +170,6 @@ class PipelineConfig(StrictModel):
             raise ValueError(f"speculative_rollout applies to modes async, sync and pxn; mode {self.mode} hands each "
                              "step the gate's answers on the next minibatch, with no rollout to cut short (remove "
                              "speculative_rollout or choose another mode)")
-        if not mode.speculation and self.speculation:
-            raise ValueError(f"speculation applies to mode async; mode {self.mode} already hands candidates on at "
-                             "the minibatch gate (remove speculation or use mode async)")
         for stage in set(self.min_workers) | set(self.max_workers):
             lo, hi = self.min_workers.get(stage, 1), self.max_workers.get(stage, 64)
             if lo < 1 or lo > hi:

@@ -13,7 +13,7 @@ it into a resumable stop (exit code EXIT_EVALUATOR_LOST, run status "interrupted
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Protocol
+from typing import Callable, Protocol
 
 from engine.sandbox import EvalResult, Sandbox, SandboxLimits
 
@@ -31,9 +31,16 @@ class EvaluatorSetupError(Exception):
 
 
 class EvaluatorService(Protocol):
+    reports_stages: bool
+    """Calls on_stage as cascade stages end (the local sandbox); else never."""
+
     async def evaluate(self, evaluator: Path, program_text: str, *, mode: str = "openevolve",
                        cascade: bool = False, thresholds: list[float] | None = None,
-                       limits: SandboxLimits | None = None, program_name: str = "program.py") -> EvalResult: ...
+                       limits: SandboxLimits | None = None, program_name: str = "program.py",
+                       on_stage: Callable[[dict], None] | None = None) -> EvalResult:
+        """on_stage: a cascade stage that passed with stages still to run, as it ends (the
+        sandbox's stage reports); a service that cannot report early never calls it."""
+        ...
 
     def figures(self) -> dict: ...
 
@@ -44,6 +51,8 @@ class LocalEvaluator:
     """Today's evaluations: the sandbox on the driving machine."""
 
     backend = "local"
+    reports_stages = True
+    """Cascade stages reach on_stage as they end (speculation on program tasks needs that)."""
 
     def __init__(self, sandbox: Sandbox, gpu_note: str = "") -> None:
         self.sandbox = sandbox
@@ -52,9 +61,11 @@ class LocalEvaluator:
 
     async def evaluate(self, evaluator: Path, program_text: str, *, mode: str = "openevolve",
                        cascade: bool = False, thresholds: list[float] | None = None,
-                       limits: SandboxLimits | None = None, program_name: str = "program.py") -> EvalResult:
+                       limits: SandboxLimits | None = None, program_name: str = "program.py",
+                       on_stage: Callable[[dict], None] | None = None) -> EvalResult:
         return await self.sandbox.evaluate(evaluator, program_text, mode=mode, cascade=cascade,
-                                           thresholds=thresholds, limits=limits, program_name=program_name)
+                                           thresholds=thresholds, limits=limits, program_name=program_name,
+                                           on_stage=on_stage)
 
     def figures(self) -> dict:
         sb = self.sandbox

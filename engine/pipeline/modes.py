@@ -23,7 +23,10 @@ class Mode:
     """Adaptive worker control may run."""
     staleness_policies: bool
     """A staleness policy other than full may apply (chain rebases stale heads itself)."""
-    speculation: bool
+    speculation: frozenset[str]
+    """Task kinds speculation runs on in this mode: prompts and adapters insert after a validation
+    prefix (not in chain, which hands candidates on at its minibatch gate already); programs after
+    a cascade stage, and in chain the shared head moves to the speculative program at once."""
     merges: bool
     """Merge items are admitted (every chain head already unites all earlier heads)."""
     kinds: frozenset[str]
@@ -51,14 +54,14 @@ _BOTH = frozenset({"prompt", "program", "adapter"})
 
 MODES: dict[str, Mode] = {
     m.name: m for m in (
-        Mode("async", "stream", configured_workers=True, adaptive=True, staleness_policies=True, speculation=True,
+        Mode("async", "stream", configured_workers=True, adaptive=True, staleness_policies=True, speculation=_BOTH,
              merges=True, kinds=_BOTH),
-        Mode("sync", "one", configured_workers=False, adaptive=False, staleness_policies=True, speculation=True,
+        Mode("sync", "one", configured_workers=False, adaptive=False, staleness_policies=True, speculation=_BOTH,
              merges=True, kinds=_BOTH),
         Mode("pxn", "lockstep", configured_workers=False, adaptive=False, staleness_policies=True,
-             speculation=True, merges=True, kinds=_BOTH),
+             speculation=_BOTH, merges=True, kinds=_BOTH),
         Mode("chain", "chains", configured_workers=False, adaptive=False, staleness_policies=False,
-             speculation=False, merges=False, kinds=_BOTH),
+             speculation=frozenset({"program"}), merges=False, kinds=_BOTH),
     )
 }
 
@@ -107,6 +110,16 @@ def kind_chains(kind: str, pipeline: dict) -> dict:
     """{"chains": n} when mode chain on this kind runs a measured count of its own (KIND_CHAINS)
     and the run did not set one; {} otherwise."""
     return {} if "chains" in pipeline or kind not in KIND_CHAINS else {"chains": KIND_CHAINS[kind]}
+
+
+def speculation_refusal(mode: Mode, kind: str) -> str:
+    """Why speculation cannot run in `mode` on a task of `kind` ("" when it can)."""
+    if kind in mode.speculation:
+        return ""
+    if mode.speculation:
+        return (f"mode {mode.name} hands {kind} candidates on at the minibatch gate already; speculation applies "
+                f"there to program tasks only (remove speculation or use mode async)")
+    return f"mode {mode.name} runs no speculation (use mode async)"
 
 
 def mode_named(name: str) -> Mode:

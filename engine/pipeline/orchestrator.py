@@ -46,7 +46,7 @@ class Orchestrator(LockstepAdmission, DeadlineStops):
         self.handlers = handlers
         self.spec = spec = handlers.pipeline()
         self.recorder = Recorder(ctx, spec.checked, spec.reflect_to, on_item_end=self._item_ended, on_fatal=self.fail)
-        handlers.bind(self.recorder, self._spawn)
+        handlers.bind(self.recorder, self._spawn, self._changed.set)
         cfg = ctx.config.pipeline
         self.stages: dict[str, Stage] = {}
         for st in spec.stages:

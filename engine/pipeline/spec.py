@@ -75,8 +75,9 @@ class SearchHandlers(Protocol):
     """mode chain: the kind's own worker counts for some stages (a program task: its evaluation
     slots); the others keep the mode's."""
 
-    def bind(self, recorder, spawn: Spawn) -> None:
-        """The run's recorder (rows, staleness decisions) and the orchestrator's spawn."""
+    def bind(self, recorder, spawn: Spawn, wake: Callable[[], None] | None = None) -> None:
+        """The run's recorder (rows, staleness decisions), the orchestrator's spawn and `wake`:
+        admission looks again (an item released its proposal slot mid-stage)."""
         ...
 
     def select(self) -> Selection:

@@ -25,7 +25,8 @@ from engine.llm.local import LocalServerError, client_endpoint, start_for_config
 from engine.llm.redact import redact_url
 from engine.llm.routing import RoutedClient
 from engine.llm.sim import sim_transport
-from engine.pipeline.modes import mode_named
+from engine.capabilities.program_speculation import program_speculation_refusal
+from engine.pipeline.modes import mode_named, speculation_refusal
 from engine.pipeline.spec import PipelineSpec
 from engine.pool import Pool
 from engine.run.state import RunState, artifact_from_row, change_from_row
@@ -72,10 +73,10 @@ def check_combination(config: RunConfig, task) -> None:
     if task.kind not in mode.kinds:
         raise SetupError(f"task {task.name}: mode {mode.name} is for {' and '.join(sorted(mode.kinds))} tasks; "
                          f"{task.kind} tasks run in mode async, sync or pxn")
-    if config.pipeline.speculation and task.kind == "program":
-        raise SetupError(f"task {task.name}: speculation inserts a candidate after a prefix of its validation "
-                         "examples; a program's evaluation is one sandboxed call with no prefix to score (remove "
-                         "[pipeline] speculation)")
+    if config.pipeline.speculation:
+        why = speculation_refusal(mode, task.kind) or program_speculation_refusal(config, task)
+        if why:
+            raise SetupError(f"task {task.name}: {why}")
     if config.pipeline.speculative_rollout is not None and task.kind != "prompt":
         raise SetupError(f"task {task.name}: speculative_rollout releases a prompt's minibatch rollout early; a "
                          f"{task.kind} task has no per-example rollout (remove [pipeline] speculative_rollout)")

@@ -1,10 +1,12 @@
 """The engine's side of the runner protocol: the spec goes in over one pipe, followed by the
 per-evaluation nonce; the report comes back over another pipe whose write end only the runner's
-supervisor holds (see engine/sandbox_support/evotui_sandbox_runner.py for the threat model)."""
+supervisor holds (see engine/sandbox_support/evotui_sandbox_runner.py for the threat model): a line
+per cascade stage that passed with stages still to run, then the final report."""
 
 from __future__ import annotations
 
 import json
+import math
 import os
 import secrets
 from pathlib import Path
@@ -49,3 +51,25 @@ def parse_report(raw: bytes, nonce: str) -> tuple[dict | None, str]:
     if not isinstance(report, dict) or not secrets.compare_digest(str(report.get("nonce", "")), nonce):
         return None, "the sandbox report does not carry this evaluation's nonce; ignored"
     return report, ""
+
+
+def stage_line(line: bytes, nonce: str) -> dict | None:
+    """A stage line's {name, score, index, of} if `line` is one stamped with this evaluation's
+    nonce; None for anything else (the final report is not a stage line)."""
+    try:
+        obj = json.loads(line.decode("utf-8", "replace"))
+    except json.JSONDecodeError:
+        return None
+    if not isinstance(obj, dict) or not isinstance(obj.get("stage"), dict):
+        return None
+    if not secrets.compare_digest(str(obj.get("nonce", "")), nonce):
+        return None
+    stage = obj["stage"]
+    score = stage.get("score")
+    if not isinstance(score, (int, float)) or isinstance(score, bool) or not math.isfinite(score):
+        return None
+    try:
+        index, of = int(stage["index"]), int(stage["of"])
+    except (KeyError, TypeError, ValueError):
+        return None
+    return {"name": str(stage.get("name", ""))[:100], "score": float(score), "index": index, "of": of}

@@ -21,6 +21,7 @@ import sys
 import tempfile
 import time
 from contextlib import nullcontext
+from typing import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -83,6 +84,27 @@ async def _drain(stream: asyncio.StreamReader, cap: int, keep: str) -> tuple[byt
                 del kept[: len(kept) - cap]
 
 
+async def _read_reports(stream: asyncio.StreamReader, nonce: str,
+                        on_stage: Callable[[dict], None] | None) -> tuple[bytes, int]:
+    """The supervisor's report pipe: stage lines (channel.stage_line) go to on_stage as they
+    arrive; what remains is the final report, kept up to REPORT_CAP bytes (as _drain keeps it)."""
+    kept, total = bytearray(), 0
+    while True:
+        chunk = await stream.read(65536)
+        if not chunk:
+            return bytes(kept), total
+        total += len(chunk)
+        if len(kept) < channel.REPORT_CAP:
+            kept += chunk[: channel.REPORT_CAP - len(kept)]
+        while (cut := kept.find(b"\n")) >= 0:
+            stage = channel.stage_line(bytes(kept[:cut]), nonce)
+            if stage is None:
+                break  # not a stage line: the final report (json.dumps writes no newline)
+            del kept[: cut + 1]
+            if on_stage is not None:
+                on_stage(stage)
+
+
 async def _pipe_reader(fd: int) -> tuple[asyncio.StreamReader, asyncio.BaseTransport]:
     reader = asyncio.StreamReader()
     transport, _ = await asyncio.get_running_loop().connect_read_pipe(
@@ -128,20 +150,23 @@ class Sandbox:
 
     async def evaluate(self, evaluator: Path, program_text: str, *, mode: str = "openevolve",
                        cascade: bool = False, thresholds: list[float] | None = None,
-                       limits: SandboxLimits | None = None, program_name: str = "program.py") -> EvalResult:
+                       limits: SandboxLimits | None = None, program_name: str = "program.py",
+                       on_stage: Callable[[dict], None] | None = None) -> EvalResult:
         """Evaluate program_text with an OpenEvolve-style evaluator.py (mode "openevolve") or a
-        ShinkaEvolve evaluate.py (mode "shinka")."""
+        ShinkaEvolve evaluate.py (mode "shinka"). on_stage({name, score, index, of}): a cascade
+        stage passed with stages still to run (called while the evaluation goes on; a retried
+        evaluation may report a stage again)."""
         limits = limits or self.limits
         async with self._sem, (self.gpu_slots.lease() if self.gpu_slots else nullcontext()) as slot:
             self.running += 1
             try:
                 res = await self._run(Path(evaluator).resolve(), program_text, mode, cascade, thresholds or [],
-                                      limits, program_name, slot)
+                                      limits, program_name, slot, on_stage)
                 raised: list[str] = []
                 while not res.ok and res.kind == "exception" and len(raised) < limits.retries:
                     raised.append(res.reason)
                     res = await self._run(Path(evaluator).resolve(), program_text, mode, cascade,
-                                          thresholds or [], limits, program_name, slot)
+                                          thresholds or [], limits, program_name, slot, on_stage)
                 if raised:
                     res.warnings.append(f"the evaluator raised on {len(raised)} attempt(s) before this one "
                                         f"(first: {raised[0][:200]}); evaluator retries allowed: {limits.retries}")
@@ -170,7 +195,8 @@ class Sandbox:
                           f"{blocked[0]} is not readable by other users")
 
     async def _run(self, evaluator: Path, program_text: str, mode: str, cascade: bool, thresholds: list[float],
-                   limits: SandboxLimits, program_name: str, slot: Slot | None = None) -> EvalResult:
+                   limits: SandboxLimits, program_name: str, slot: Slot | None = None,
+                   on_stage: Callable[[dict], None] | None = None) -> EvalResult:
         scratch = Path(tempfile.mkdtemp(prefix=f"evotui-eval-{self.tag}-", dir=self.scratch_root))
         t0 = time.monotonic()
         iso, warning = self._confinement(evaluator)
@@ -178,7 +204,7 @@ class Sandbox:
         lease = uids.UidLease() if iso.uid_switch else None
         try:
             res = await self._run_in(scratch, evaluator, program_text, mode, cascade, thresholds, limits,
-                                     program_name, t0, group, iso, lease.uid if lease else None, slot)
+                                     program_name, t0, group, iso, lease.uid if lease else None, slot, on_stage)
             if warning:
                 res.warnings.append(warning)
             return res
@@ -191,7 +217,8 @@ class Sandbox:
 
     async def _run_in(self, scratch: Path, evaluator: Path, program_text: str, mode: str, cascade: bool,
                       thresholds: list[float], limits: SandboxLimits, program_name: str, t0: float,
-                      group: PidsGroup, iso: Isolation, uid: int | None, slot: Slot | None = None) -> EvalResult:
+                      group: PidsGroup, iso: Isolation, uid: int | None, slot: Slot | None = None,
+                      on_stage: Callable[[dict], None] | None = None) -> EvalResult:
         program = scratch / program_name
         program.write_text(program_text, encoding="utf-8")
         cpu_s = limits.cpu_s or int(math.ceil(limits.wall_s)) + 1
@@ -226,7 +253,7 @@ class Sandbox:
             os.close(spec_fd)
             os.close(res_w)
         reader, transport = await _pipe_reader(res_r)
-        report_task = asyncio.ensure_future(_drain(reader, channel.REPORT_CAP, "head"))
+        report_task = asyncio.ensure_future(_read_reports(reader, nonce, on_stage))
         out_task = asyncio.ensure_future(_drain(proc.stdout, limits.stdout_cap, "head"))
         err_task = asyncio.ensure_future(_drain(proc.stderr, limits.stderr_cap, "tail"))
         backstop = False

@@ -3,7 +3,8 @@
 Loads the task's evaluator (OpenEvolve evaluate(program_path), optional cascade stages, or a
 ShinkaEvolve evaluate.py run as a script) and turns what it returns into a plain dict:
 {"ok": true, "metrics": {...}, "artifacts": {...}, "stages": [...]} or
-{"ok": false, "kind": ..., "error": ...}.
+{"ok": false, "kind": ..., "error": ...}. A cascade stage that passes with stages still to run is
+also reported as it ends (`on_stage`), so the engine may act on its score early (speculation).
 """
 
 import asyncio
@@ -99,7 +100,7 @@ def stage_score(metrics):
     return sum(nums) / len(nums) if nums else 0.0
 
 
-def run_openevolve(spec):
+def run_openevolve(spec, on_stage=None):
     path = spec["evaluator"]
     mod_spec = importlib.util.spec_from_file_location("evaluator", path)
     module = importlib.util.module_from_spec(mod_spec)
@@ -126,6 +127,8 @@ def run_openevolve(spec):
         score = stage_score(m)
         passed = k >= len(thresholds) or score >= thresholds[k]
         stages.append({"name": name, "score": score, "passed": passed})
+        if passed and k < len(names) - 1 and on_stage is not None:
+            on_stage({"name": name, "score": score, "index": k, "of": len(names)})
         if not passed:
             artifacts["cascade"] = f"stopped after {name}: score {score:.4g} below threshold {thresholds[k]:.4g}"
             break
@@ -221,21 +224,22 @@ def guard(spec):
                                        [os.path.dirname(os.path.realpath(spec["evaluator"]))])
 
 
-def evaluate(spec):
-    """Run the evaluator; its failure (whatever it is) becomes the result, never an exception."""
+def evaluate(spec, on_stage=None):
+    """Run the evaluator; its failure (whatever it is) becomes the result, never an exception.
+    on_stage(stage): a cascade stage passed and more follow (OpenEvolve evaluators only)."""
     sys.path[:0] = [spec["support_dir"], os.path.dirname(spec["evaluator"])]
     guard(spec)
     watch = ImportWatch([spec["evaluator"], spec["program"]])
     with watch:
-        out = _evaluate(spec)
+        out = _evaluate(spec, on_stage)
     if watch.seen and out.get("ok"):
         out["warnings"] = [*out.get("warnings", []), *watch.warnings()]
     return out
 
 
-def _evaluate(spec):
+def _evaluate(spec, on_stage):
     try:
-        return run_shinka(spec) if spec["mode"] == "shinka" else run_openevolve(spec)
+        return run_shinka(spec) if spec["mode"] == "shinka" else run_openevolve(spec, on_stage)
     except MemoryError:
         return {"ok": False, "kind": "memory", "error": "out of memory (MemoryError): the address-space limit was hit"}
     except SystemExit as exc:

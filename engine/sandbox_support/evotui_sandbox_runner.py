@@ -7,7 +7,9 @@ privilege (cgroup, mounts), then forks the *worker*, which confines itself (uid,
 Landlock, rlimits) and runs the evaluator. The worker hands its result to the supervisor over a
 private pipe; the supervisor enforces the wall clock, kills every process the evaluation left
 (it is a child subreaper, or PID 1 of the evaluation's PID namespace) and writes one JSON line,
-stamped with the engine's per-evaluation nonce, to RESULT_FD.
+stamped with the engine's per-evaluation nonce, to RESULT_FD. Before it, a line per cascade stage
+that passed with stages still to run ({"nonce", "stage": {name, score, index, of}}), forwarded as
+the worker reports it, so the engine can act on a partial score while the cascade goes on.
 
 What this closes and what it does not:
 * No result file exists: the engine reads only RESULT_FD, which the worker closes before any task
@@ -35,6 +37,8 @@ import evotui_sandbox_confine as confine  # noqa: E402
 import evotui_sandbox_eval as ev  # noqa: E402  (defines functions only; nothing runs at import)
 
 RESULT_CAP = 4 * 1024 * 1024
+STAGE_KEY = "evotui_stage"
+"""A worker frame {STAGE_KEY: {...}} reports a cascade stage; the one other frame is the result."""
 _stop = []
 
 
@@ -81,6 +85,36 @@ def first_frame(buf):
     if not sep or not head.isdigit() or len(rest) < int(head):
         return None
     return json.loads(rest[: int(head)])
+
+
+def pop_stages(buf, forward):
+    """Remove the complete stage frames at the front of buf, forwarding each (cleaned); stops at
+    the first frame that is not one (the result, or garbage first_frame will report)."""
+    while True:
+        head, sep, rest = bytes(buf).partition(b"\n")
+        if not sep or not head.isdigit() or len(rest) < int(head):
+            return
+        try:
+            obj = json.loads(rest[: int(head)])
+        except ValueError:
+            return
+        if not isinstance(obj, dict) or not isinstance(obj.get(STAGE_KEY), dict):
+            return
+        del buf[: len(head) + 1 + int(head)]
+        stage = clean_stage(obj[STAGE_KEY])
+        if stage is not None:
+            forward(stage)
+
+
+def clean_stage(raw):
+    """Only the fields the engine reads, typed; None for a report that is not usable."""
+    try:
+        score, index, of = float(raw["score"]), int(raw["index"]), int(raw["of"])
+    except (KeyError, TypeError, ValueError):
+        return None
+    if score != score or score in (float("inf"), float("-inf")) or not 0 <= index < of:
+        return None
+    return {"name": str(raw.get("name", ""))[:100], "score": score, "index": index, "of": of}
 
 
 # -- worker --------------------------------------------------------------------------------------
@@ -142,7 +176,7 @@ def worker(spec, wfd):
         else:
             if spec.get("net_guard"):
                 ev.block_network()
-            out = ev.evaluate(spec)
+            out = ev.evaluate(spec, lambda stage: write_all(wfd, frame({STAGE_KEY: stage})))
     try:
         data = frame(out)
     except (TypeError, ValueError) as exc:
@@ -164,8 +198,9 @@ def too_large(out, size):
 
 # -- supervisor ------------------------------------------------------------------------------------
 
-def supervise(spec, rfd, pid):
-    """Collect the worker's frame until it exits or the wall clock runs out."""
+def supervise(spec, rfd, pid, forward=lambda stage: None):
+    """Collect the worker's frames until it exits or the wall clock runs out; stage frames go to
+    `forward` as they complete, the result frame stays in the returned buffer."""
     deadline = time.monotonic() + float(spec["wall_s"])
     buf, status, timed_out, eof = bytearray(), None, False, False
     while status is None:
@@ -179,6 +214,7 @@ def supervise(spec, rfd, pid):
             eof = not chunk
             if len(buf) < RESULT_CAP:
                 buf += chunk
+                pop_stages(buf, forward)
         done, st = os.waitpid(pid, os.WNOHANG)
         if done:
             status = st
@@ -191,6 +227,7 @@ def supervise(spec, rfd, pid):
             buf += chunk
     except BlockingIOError:
         pass  # a process the evaluation forked still holds the pipe: what is there is enough
+    pop_stages(buf, lambda stage: None)  # too late to act on: the result is here
     return buf, status, timed_out
 
 
@@ -227,7 +264,13 @@ def main():
             os.close(result_fd)
             worker(spec, wfd)
         os.close(wfd)
-        buf, status, out["timed_out"] = supervise(spec, rfd, pid)
+        # Read now (the worker exists, so no evaluation memory holds it): stage lines carry it too.
+        nonce = read_rest(spec_fd).decode("ascii", "replace")
+
+        def forward(stage):
+            write_all(result_fd, json.dumps({"nonce": nonce, "stage": stage}).encode() + b"\n")
+
+        buf, status, out["timed_out"] = supervise(spec, rfd, pid, forward)
         if status is not None:
             out["exit_code"] = os.waitstatus_to_exitcode(status)
             if out["exit_code"] < 0:
@@ -240,7 +283,9 @@ def main():
             out["killed"] = confine.kill_all(spec["confine"].get("uid"))
         except confine.ConfineError as exc:
             out["cleanup_error"] = str(exc)
-    out["nonce"] = read_rest(spec_fd).decode("ascii", "replace")
+    else:
+        nonce = read_rest(spec_fd).decode("ascii", "replace")
+    out["nonce"] = nonce
     write_all(result_fd, json.dumps(out, allow_nan=True, default=str).encode())
     os._exit(0)
 

@@ -6,7 +6,7 @@ the strategy it is given (engine/strategy/) decides parents, context, acceptance
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Callable, Sequence
 
 from engine.context import RunContext
 from engine.items import WorkItem, current_item
@@ -35,12 +35,15 @@ class KindHandlers:
         self.recorder = None
         """The run's recorder (engine/pipeline/recorder.py), bound by the orchestrator."""
         self.spawn: Spawn | None = None
+        self.wake: Callable[[], None] = lambda: None
+        """Admission looks again (bound by the orchestrator)."""
         self.strategy_env = KindEnv(ctx, strategy)
         """What the strategy's stages are given (engine/stages/strategy_stages.py)."""
 
-    def bind(self, recorder, spawn: Spawn) -> None:
+    def bind(self, recorder, spawn: Spawn, wake: Callable[[], None] | None = None) -> None:
         self.recorder = recorder
         self.spawn = spawn
+        self.wake = wake or (lambda: None)
 
     # -- what the strategy decides ----------------------------------------------------------
     @property

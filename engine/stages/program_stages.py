@@ -20,6 +20,7 @@ from typing import Mapping
 from engine import events as ev
 from engine.capabilities.program_chain import ProgramChain
 from engine.capabilities.program_repair import ProgramRepair
+from engine.capabilities.program_speculation import ProgramSpeculation
 from engine.code import cycling
 from engine.code.filters import ProgramFilters, Verdict
 from engine.code.patches import apply_reply, unified_diff
@@ -86,6 +87,7 @@ class ProgramStages(KindHandlers):
         # the evaluate queue, not inside the sandbox's slots, where the head could move on again.
         self.chain_workers = {"evaluate": self.settings.eval_concurrency} if self.chain else {}
         self.repair = ProgramRepair(self)  # reflective policy's reflect stage (program_repair.py)
+        self.speculation = ProgramSpeculation(self, self.chain)  # after early cascade stages (program_speculation.py)
 
     def _lineage(self, artifact_id: str) -> tuple[str, tuple[str, ...]] | None:
         pool = self.ctx.pool
@@ -144,12 +146,13 @@ class ProgramStages(KindHandlers):
         """One evaluation, no LLM call."""
         return {"metric_calls": 1}
 
-    async def run_evaluation(self, program: str) -> EvalResult:
+    async def run_evaluation(self, program: str, on_stage=None) -> EvalResult:
+        """on_stage: called as cascade stages end (speculation), if the evaluator reports them."""
         s = self.settings
         try:
             res = await self.evaluator.evaluate(self.task.evaluator, program, mode=self.task.sandbox_mode,
                                                 cascade=s.cascade, thresholds=s.cascade_thresholds,
-                                                program_name=self.task.program_name)
+                                                program_name=self.task.program_name, on_stage=on_stage)
         except EvaluatorLost as exc:
             # The item stays open (a FatalRunError leaves it so): resume submits it again.
             raise FatalRunError(str(exc), exit_code=EXIT_EVALUATOR_LOST) from None
@@ -293,6 +296,9 @@ class ProgramStages(KindHandlers):
         if self.chain is not None:
             self.chain.start(item)
 
+    def abandoned(self, item: WorkItem) -> None:
+        self.speculation.abandon(item)
+
     def ended(self, item: WorkItem) -> None:
         if self.chain is not None:
             self.chain.ended(item)
@@ -320,7 +326,7 @@ class ProgramStages(KindHandlers):
             item.end("rejected", unjoinable)
             return None
         ctx.bus.publish(ev.EvaluationStart(item_id=item.item_id, split="program", n_examples=1))
-        res = await self.run_evaluation(item.proposal.child)
+        res = await self.run_evaluation(item.proposal.child, self.speculation.on_stage(item))
         item.amend_evaluation(eval_s=round(res.duration_s, 3))
         if not res.ok:
             tail = " | ".join(res.stderr_tail.strip().splitlines()[-4:])[-600:]
@@ -357,21 +363,21 @@ class ProgramStages(KindHandlers):
     async def update(self, item: WorkItem) -> None:
         artifact_id = f"a{item.item_id[1:]}"
         evaluation = item.evaluation
-        art = Artifact(
-            artifact_id=artifact_id, text=item.proposal.child,
-            parent_ids=merge.parent_ids(item),
-            created_version=0,
-            val_scores={SCORE_KEY: evaluation.score}, created_at=time.time(),
-            meta={**self.artifact_meta(item), "metrics": evaluation.metrics,
-                  "feedback": evaluation.feedback, "diff": prompt.clip(item.proposal.diff or "", 4000),
-                  "patch_format": self.settings.patch_format, "patch_retries": item.proposal.patch_retries or 0,
-                  "eval_s": evaluation.eval_s,
-                  **{k: getattr(evaluation, k) for k in ("recycled_lines", "raw_score")
-                     if getattr(evaluation, k) is not None},
-                  **({"executor_fix": item.proposal.executor_fix} if item.proposal.executor_fix is not None else {})},
-        )
+        meta = {**self.artifact_meta(item), "metrics": evaluation.metrics,
+                "feedback": evaluation.feedback, "diff": prompt.clip(item.proposal.diff or "", 4000),
+                "patch_format": self.settings.patch_format, "patch_retries": item.proposal.patch_retries or 0,
+                "eval_s": evaluation.eval_s,
+                **{k: getattr(evaluation, k) for k in ("recycled_lines", "raw_score")
+                   if getattr(evaluation, k) is not None},
+                **({"executor_fix": item.proposal.executor_fix} if item.proposal.executor_fix is not None else {})}
         self.tried.scored(item, evaluation.score, self._parent_score(item))
-        self.ledger.commit(item, art)  # counted and announced there
+        if item.speculative is not None:  # in the pool since an early cascade stage: confirmed now
+            self.speculation.settle(item, evaluation.score, meta)
+        else:
+            art = Artifact(artifact_id=artifact_id, text=item.proposal.child, parent_ids=merge.parent_ids(item),
+                           created_version=0, val_scores={SCORE_KEY: evaluation.score}, created_at=time.time(),
+                           meta=meta)
+            self.ledger.commit(item, art)  # counted and announced there
         item.artifact_id = artifact_id
         if self.chain is not None:
             self.chain.committed(item, artifact_id, evaluation.score)

@@ -28,12 +28,12 @@ def test_an_adapter_run_inserts_confirms_and_keeps_components(tmp_path):
     assert res.val_aggregate_scores[res.best_idx] > res.val_aggregate_scores[0]
 
 
-def test_speculation_on_a_program_task_is_refused_up_front(tmp_path, capsys):
+def test_speculation_on_a_program_task_without_a_cascade_is_refused_up_front(tmp_path, capsys):
     toml = tmp_path / "spec.toml"
     toml.write_text('[pipeline]\nmode = "async"\nspeculation = true\n')
     db = tmp_path / "p.db"
     assert cli_main(["run", "circle_packing", "--config", str(toml), "--llm", "sim", "--max-proposals", "2",
                      "--no-ui", "--db", str(db)]) == 2
     err = capsys.readouterr().err
-    assert "speculation" in err and "no prefix" in err and "Traceback" not in err
+    assert "speculation" in err and "runs no cascade" in err and "Traceback" not in err
     assert not db.exists()

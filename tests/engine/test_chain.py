@@ -9,6 +9,8 @@ from pathlib import Path
 import pytest
 
 from engine.config import ConfigError, build_config
+from engine.run.setup import SetupError, check_combination
+from engine.tasks.loader import load_any_task
 from tests.engine.fakes import SEED_PROMPT, TRAIN_KEYWORDS, VAL_KEYWORDS, completion, harness, until  # noqa: F401
 from tests.engine.test_run_state import attached_snapshot
 
@@ -185,11 +187,16 @@ async def test_resume_continues_from_the_saved_head(harness) -> None:
     assert first_new.system.startswith(SEED_PROMPT) and "KEYWORD-" in first_new.system  # the saved head, not the seed
 
 
-@pytest.mark.parametrize("extra, words", [({"policy": "guarded"}, "policy 'guarded' applies to mode async"),
-                                          ({"speculation": True}, "speculation applies to mode async")])
-def test_chain_refuses_async_only_options(extra: dict, words: str) -> None:
-    with pytest.raises(ConfigError, match=words):
-        build_config([("test", {"pipeline": {"mode": "chain", **extra}})])
+def test_chain_refuses_async_only_options() -> None:
+    with pytest.raises(ConfigError, match="policy 'guarded' applies to mode async"):
+        build_config([("test", {"pipeline": {"mode": "chain", "policy": "guarded"}})])
+
+
+def test_chain_refuses_speculation_on_prompt_tasks() -> None:
+    """A prompt chain hands candidates on at its gate; speculation in mode chain is for programs."""
+    config = build_config([("test", {"pipeline": {"mode": "chain", "speculation": True}})])
+    with pytest.raises(SetupError, match="minibatch gate already; speculation applies there to program tasks only"):
+        check_combination(config, load_any_task("rules"))
 
 
 async def test_runtime_switches_to_async_only_features_are_refused(harness) -> None:

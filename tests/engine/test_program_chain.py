@@ -110,3 +110,66 @@ def test_a_fresh_step_needs_no_rebase():
     chain.start(one)
     one.proposal = Proposal(child=BASE.replace("b = 2", "b = 4"))
     assert chain.rebase(one) == "" and one.proposal.rebased is None
+
+
+def _speculative(ctx, aid: str, text: str, partial: float) -> None:
+    ctx.pool.add(Artifact(aid, text, (ctx.chain.head_base,), 0, {"combined_score": partial}, status="speculative"))
+
+
+def test_a_speculative_program_above_the_head_becomes_it_and_hands_its_chain_on():
+    ctx = _ctx()
+    chain = ProgramChain(ctx)
+    one = _item(1)
+    chain.start(one)
+    _speculative(ctx, "a000001", BASE.replace("a = 1", "a = 5"), 0.7)
+    chain.speculative_head(one, "a000001")
+    assert (ctx.chain.head_base, ctx.chain.seq) == ("a000001", 1)
+    assert one.chain.gated and not one.holds_proposal_slot
+    two = _item(2)
+    chain.start(two)
+    assert two.parent_id == "a000001" and "a = 5" in two.chain.head_text
+    # One below the head moves nothing and keeps its slot.
+    three = _item(3)
+    chain.start(three)
+    _speculative(ctx, "a000003", BASE.replace("b = 2", "b = 0"), 0.6)
+    chain.speculative_head(three, "a000003")
+    assert (ctx.chain.head_base, ctx.chain.seq) == ("a000001", 1) and three.holds_proposal_slot
+
+
+def test_a_removed_speculative_head_steps_back_and_work_from_it_is_carried_onto_the_best():
+    ctx = _ctx()
+    chain = ProgramChain(ctx)
+    one = _item(1)
+    chain.start(one)
+    _speculative(ctx, "a000001", BASE.replace("a = 1", "a = 5"), 0.7)
+    chain.speculative_head(one, "a000001")
+    two = _item(2)
+    chain.start(two)
+    two.proposal = Proposal(child=BASE.replace("a = 1", "a = 5").replace("c = 3", "c = 9"))
+    ctx.pool.set_status("a000001", "removed")
+    chain.head_removed("a000001")
+    assert (ctx.chain.head_base, ctx.chain.seq) == ("a000000", 2)
+    # The step's own edit goes onto the best; the removed program's edit does not.
+    assert chain.rebase(two) == ""
+    assert two.proposal.child.strip() == BASE.replace("c = 3", "c = 9").strip() and two.parent_id == "a000000"
+
+
+def test_a_speculative_head_confirmed_below_the_best_steps_back():
+    ctx = _ctx()
+    chain = ProgramChain(ctx)
+    one = _item(1)
+    chain.start(one)
+    _speculative(ctx, "a000001", BASE.replace("a = 1", "a = 5"), 0.7)
+    chain.speculative_head(one, "a000001")
+    ctx.pool.set_status("a000001", "confirmed", {"combined_score": 0.4})  # its full cascade: below the seed
+    chain.committed(one, "a000001", 0.4)
+    assert (ctx.chain.head_base, ctx.chain.seq) == ("a000000", 2)
+    ctx2 = _ctx()
+    chain2 = ProgramChain(ctx2)
+    one = _item(1)
+    chain2.start(one)
+    _speculative(ctx2, "a000001", BASE.replace("a = 1", "a = 5"), 0.7)
+    chain2.speculative_head(one, "a000001")
+    ctx2.pool.set_status("a000001", "confirmed", {"combined_score": 0.65})  # above the seed: stays the head
+    chain2.committed(one, "a000001", 0.65)
+    assert (ctx2.chain.head_base, ctx2.chain.seq) == ("a000001", 1)
