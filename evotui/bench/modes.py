@@ -23,6 +23,9 @@ MODES = {
                                 "workers": {"rollout": 16, "propose": 16, "evaluate": 16, "reflect": 8}}},
     # Proposal chains (engine/stages/chain.py): async steps handed on at the gate, shared head.
     "chain": {"pipeline": {"mode": "chain"}},  # the kind's chain count (8; program tasks 12, adapters 1)
+    # Program tasks with a cascade: a step whose early stage beats the best hands its chain on
+    # (engine/capabilities/program_speculation.py); set against "chain" on a slow cascade.
+    "chain-spec": {"pipeline": {"mode": "chain", "speculation": True}},
     # The chain count adapting to collisions between chains_min and chains (engine/config/__init__.py).
     "chain-6to8": {"pipeline": {"mode": "chain", "chains_min": 6, "chains": 8}},
     "chain-6to10": {"pipeline": {"mode": "chain", "chains_min": 6, "chains": 10}},

@@ -115,6 +115,8 @@ async def run_one(task: str, mode: str, seed: int, profile: str, proposals: int,
         "pipeline_wall_s": run.pipeline_s,
         "pipeline_sim_s": window[1] - window[0] if len(window) == 2 else None,
         "best_history": [list(p) for p in ctx.best_history],
+        "speculative": {"inserted": ctx.tally.speculative_inserted, "confirmed": ctx.tally.speculative_confirmed,
+                        "removed": ctx.tally.speculative_removed},
     }
 
 
@@ -163,6 +165,7 @@ def settings(p) -> str:
         parts += [f"chain_early_gate={'on' if p.chain_early_gate else 'off'}",
                   f"chain_gate_current_head={'on' if p.chain_gate_current_head else 'off'}"]
         parts += [f"chain_validation_width={p.chain_validation_width}"] if p.chain_validation_width else []
+        parts += ["speculation=on"] if p.speculation else []  # program tasks with a cascade
     return " ".join(parts)
 
 

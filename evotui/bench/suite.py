@@ -31,6 +31,7 @@ from evotui.bench import run as bench
 from evotui.bench import bestofn as bench_bestofn
 from evotui.bench import peers as bench_peers
 from evotui import peers as peers_mod
+from evotui.bench.cascade_variant import slow_variant
 from evotui.bench.modes import MODES
 from evotui.bench.suite_report import summarise, table
 from evotui.peers.sim_endpoint import SimEndpointError
@@ -49,6 +50,11 @@ class SuiteTask(_Strict):
     rows: list[str] = Field(min_length=1)
     reference: str = "sync"
     """The sequential row every other row of the task is compared with (ratio, paired scores)."""
+    slow_stage_cpu_s: float | None = Field(None, gt=0)
+    """Run a copy of the program task whose evaluation is a cascade with a second stage of this many
+    CPU-seconds (evotui/bench/cascade_variant.py: a slow full evaluation, for speculation)."""
+    eval_concurrency: int | None = Field(None, gt=0)
+    """With slow_stage_cpu_s: evaluations at once in that copy (default: the task's)."""
 
 
 class Suite(_Strict):
@@ -112,11 +118,17 @@ def check(suite: Suite) -> list[tuple[SuiteTask, str]]:
     missing = []
     for t in suite.tasks:
         try:
-            kind = load_any_task(t.name).kind
+            loaded = load_any_task(t.name)
         except TaskError as exc:
             raise SuiteError(f"task {t.name!r}: {exc}") from None
+        kind = loaded.kind
         if t.reference not in t.rows:
             raise SuiteError(f"task {t.name}: the reference row {t.reference!r} is not among its rows {t.rows}")
+        if t.eval_concurrency is not None and t.slow_stage_cpu_s is None:
+            raise SuiteError(f"task {t.name}: eval_concurrency applies with slow_stage_cpu_s (add it or remove "
+                             "eval_concurrency)")
+        if t.slow_stage_cpu_s is not None and getattr(loaded, "format", "") != "native":
+            raise SuiteError(f"task {t.name}: slow_stage_cpu_s needs a native program task (remove it)")
         for row in t.rows:
             if row in MODES or row == BEST_OF_N:
                 continue
@@ -131,19 +143,22 @@ def check(suite: Suite) -> list[tuple[SuiteTask, str]]:
     return missing
 
 
-async def run_row(task: SuiteTask, row: str, seed: int, suite: Suite, time_scale: float | None, db: Path) -> dict:
+async def run_row(task: SuiteTask, row: str, seed: int, suite: Suite, time_scale: float | None, db: Path,
+                  ref: str | None = None) -> dict:
+    """ref: where the task is loaded from (a slow variant's folder), default its name."""
+    ref = ref or task.name
     if row in peers_mod.PEERS:  # the real library, against a fresh sim-server on loopback
         scale = time_scale if time_scale is not None else SimConfig().time_scale
-        got = await asyncio.to_thread(bench_peers.run_peer, peers_mod.PEERS[row], task.name, seed, suite.profile,
+        got = await asyncio.to_thread(bench_peers.run_peer, peers_mod.PEERS[row], ref, seed, suite.profile,
                                       task.proposals, scale, program_heldout=True)
     else:
         extra = bench_bestofn.layer() if row == BEST_OF_N else {}
         mode = "sync" if row == BEST_OF_N else row
         if suite.transport == "in-process":
-            got = await bench.run_one(task.name, mode, seed, suite.profile, task.proposals, time_scale, db,
+            got = await bench.run_one(ref, mode, seed, suite.profile, task.proposals, time_scale, db,
                                       extra or None, program_heldout=True)
         else:
-            got = await bench.run_over_loopback(task.name, mode, seed, suite.profile, task.proposals, time_scale, db,
+            got = await bench.run_over_loopback(ref, mode, seed, suite.profile, task.proposals, time_scale, db,
                                                 extra, program_heldout=True)
     got["mode"] = row
     got["transport"] = "loopback" if row in peers_mod.PEERS else suite.transport
@@ -156,12 +171,14 @@ async def run_suite(suite: Suite, seeds: int, skip: set[tuple[str, str]], log) -
     results: dict[str, dict[str, list[dict]]] = {t.name: {r: [] for r in t.rows if (t.name, r) not in skip}
                                                  for t in suite.tasks}
     with scratch.directory("evotui-bench-suite-") as tmp:
+        refs = {t.name: str(slow_variant(t.name, t.slow_stage_cpu_s, Path(tmp), t.eval_concurrency))
+                for t in suite.tasks if t.slow_stage_cpu_s}
         for seed in range(suite.first_seed, suite.first_seed + seeds):
             for t in suite.tasks:
                 for row in results[t.name]:
                     db = Path(tmp) / f"{t.name}-{row}-{seed}.db"
                     try:
-                        got = await run_row(t, row, seed, suite, time_scale, db)
+                        got = await run_row(t, row, seed, suite, time_scale, db, refs.get(t.name))
                     except (bench_peers.PeerFailed, SimEndpointError) as exc:
                         log(f"evotui: warning: {t.name} row {row} seed {seed} failed: {exc}")
                         continue
