@@ -75,6 +75,14 @@ def test_bad_suite_input_is_one_line_and_exit_2(tmp_path: Path) -> None:
     wrong_kind.write_text('[suite.x]\ndescription = "d"\nseeds = 1\n'
                           'tasks = [{ name = "rules", proposals = 2, rows = ["sync", "openevolve"] }]\n')
     cases[f"--suite {wrong_kind}"] = "peer row openevolve runs program tasks"
+    lone = tmp_path / "lone.toml"
+    lone.write_text('[suite.x]\ndescription = "d"\nseeds = 1\n'
+                    'tasks = [{ name = "heilbronn", proposals = 2, rows = ["sync"], eval_concurrency = 4 }]\n')
+    cases[f"--suite {lone}"] = "eval_concurrency applies with slow_stage_cpu_s"
+    slow_prompt = tmp_path / "slow.toml"
+    slow_prompt.write_text('[suite.x]\ndescription = "d"\nseeds = 1\n'
+                           'tasks = [{ name = "rules", proposals = 2, rows = ["sync"], slow_stage_cpu_s = 1 }]\n')
+    cases[f"--suite {slow_prompt}"] = "slow_stage_cpu_s needs a native program task"
     typo = tmp_path / "typo.toml"
     typo.write_text('[suite.x]\ndescription = "d"\nseed = 1\ntasks = []\n')
     cases[f"--suite {typo}"] = "suite.x.seed"
@@ -94,3 +102,27 @@ def test_builtin_suites_are_valid_and_name_real_tasks() -> None:
         _, suite, records = load(name)
         check(suite)  # raises SuiteError on an unknown task, row or reference
         assert all(t.name in records for t in suite.tasks)
+
+
+def test_a_slow_cascade_variant_is_the_task_behind_a_cascade(tmp_path: Path) -> None:
+    """cascade_variant: stage 1 is the task's own evaluation, stage 2 spends the CPU time and
+    returns the same result; the copy's limits leave room for it."""
+    import asyncio
+
+    from engine.sandbox import Sandbox
+    from engine.tasks.loader import load_any_task
+    from evotui.bench.cascade_variant import slow_variant
+
+    folder = slow_variant("heilbronn", 0.3, tmp_path, eval_concurrency=5)
+    task, original = load_any_task(str(folder)), load_any_task("heilbronn")
+    assert task.settings.cascade and task.settings.eval_concurrency == 5
+    assert task.settings.eval_timeout_s == original.settings.eval_timeout_s * 2 + 0.3
+    assert slow_variant("heilbronn", 0.3, tmp_path, eval_concurrency=5) == folder  # made once
+    sandbox = Sandbox(task.settings.limits(), scratch_root=tmp_path)
+    stages: list[dict] = []
+    res = asyncio.run(sandbox.evaluate(task.evaluator, task.initial_program, cascade=True, on_stage=stages.append))
+    plain = asyncio.run(Sandbox(original.settings.limits(), scratch_root=tmp_path).evaluate(
+        original.evaluator, original.initial_program))
+    assert res.ok and res.score == plain.score and [s["name"] for s in res.stages] == ["evaluate_stage1",
+                                                                                      "evaluate_stage2"]
+    assert stages == [{"name": "evaluate_stage1", "score": plain.score, "index": 0, "of": 2}]
