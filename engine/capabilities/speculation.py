@@ -84,3 +84,17 @@ class Speculation:
                 other.parent_id = stored.parent_ids[0]
                 other.created_version = min(other.created_version, spec.version - 1)
                 other.parent_removed = spec.artifact_id
+
+
+def adopt_speculative(pool, backlog: list[WorkItem]) -> int:
+    """On resume: an open item whose speculative artifact is in the pool owns it again. A kill can
+    fall between the insert (its pool rows) and the item's own row naming the artifact; without
+    this the resumed item would insert it a second time. Returns how many were adopted."""
+    open_items = {f"a{item.item_id[1:]}": item for item in backlog}
+    adopted = 0
+    for art in pool.artifacts():
+        item = open_items.get(art.artifact_id)
+        if art.status == "speculative" and item is not None and item.speculative is None:
+            item.speculative = SpeculativeEntry(art.artifact_id, float(art.meta["threshold"]), art.created_version)
+            adopted += 1
+    return adopted

@@ -21,6 +21,7 @@ from engine.events import EventBus
 from engine.items import WorkItem
 from engine.llm.redact import REDACTED, has_credentials, redact_mapping
 from engine.capabilities.program_speculation import program_speculation_refusal
+from engine.capabilities.speculation import adopt_speculative
 from engine.pipeline.deadline import DEADLINE_REASON
 from engine.pipeline.modes import speculation_refusal
 from engine.pipeline.orchestrator import Orchestrator
@@ -64,6 +65,7 @@ class EngineRun:
         self.backlog = backlog
         self.strategy = strategy_for(ctx)
         self.orchestrator = Orchestrator(ctx, build_handlers(ctx, self.strategy))
+        adopt_speculative(ctx.pool, backlog)
         ctx.call_sink.target = self.orchestrator.recorder.llm_call
         ctx.store.on_error = self._on_store_error
         if ctx.local_server is not None:  # a dead managed server stops the run (resumable)

@@ -22,10 +22,12 @@ from pathlib import Path
 
 import pytest
 
+from evotui.bench.cascade_variant import slow_variant
 from tests.e2e.conftest import ROOT
 
 KILLS = int(os.environ.get("EVOTUI_FAULT_KILLS", "3"))
 BUDGET = 10
+CASCADE = "circle_packing with a slow cascade stage"
 
 MODES = {
     "sync": ("rules", ["--mode", "sync"]),
@@ -37,6 +39,8 @@ MODES = {
     "program-chain": ("circle_packing", ["--mode", "chain"]),
     "program-chain-loongflow": ("circle_packing", ["--mode", "chain", "--strategy", "loongflow"]),
     "program-chain-contextevolve": ("circle_packing", ["--mode", "chain", "--strategy", "contextevolve"]),
+    # A cascade copy of circle_packing (evotui/bench/cascade_variant.py) with speculation on.
+    "program-chain-speculation": (CASCADE, ["--mode", "chain", "--config", "{speculation}"]),
 }
 
 
@@ -123,6 +127,8 @@ def _check(db: Path, summary: dict, label: str) -> None:
         accepted = {f"a{i[1:]}" for (i,) in con.execute("SELECT item_id FROM items WHERE outcome = 'accepted'")}
         artifacts = {a for (a,) in con.execute("SELECT artifact_id FROM artifacts")}
         assert accepted <= artifacts, label
+        # No item is open, so no speculative artifact is left unconfirmed (a resumed item owns its own).
+        assert con.execute("SELECT count(*) FROM artifacts WHERE status = 'speculative'").fetchone()[0] == 0, label
     finally:
         con.close()
 
@@ -130,6 +136,11 @@ def _check(db: Path, summary: dict, label: str) -> None:
 @pytest.mark.parametrize("mode", list(MODES))
 def test_random_kills_keep_the_proposal_budget_exact(tmp_path: Path, mode: str) -> None:
     task, flags = MODES[mode]
+    if task == CASCADE:
+        task = str(slow_variant("circle_packing", 0.2, tmp_path))
+        config = tmp_path / "speculation.toml"
+        config.write_text("[pipeline]\nspeculation = true\n")
+        flags = [f.format(speculation=config) for f in flags]
     rng = random.Random(f"kills-{mode}")
     time_scale = "100" if task == "rules" else "50"
     kills = runs = 0

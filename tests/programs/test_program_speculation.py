@@ -99,3 +99,23 @@ def test_speculation_needs_a_cascade_and_stage_reports(tmp_path: Path) -> None:
     ray = build_config([("test", {"pipeline": {"speculation": True}, "evaluator": {"backend": "ray"}})])
     with pytest.raises(SetupError, match="returns an evaluation whole"):
         check_combination(ray, with_program_settings(task, ray.program))
+
+
+def test_a_resumed_item_owns_the_speculative_artifact_it_inserted() -> None:
+    """A kill between the insert (pool rows) and the item's row naming it: on resume the item owns
+    it again instead of inserting it a second time."""
+    from engine.capabilities.speculation import adopt_speculative
+    from engine.items import SpeculativeEntry, WorkItem
+    from engine.pool import Artifact, Pool
+
+    pool = Pool()
+    pool.add(Artifact("a000000", "x = 1\n", (), 0, {"combined_score": 0.5}, status="seed"))
+    pool.add(Artifact("a000003", "x = 2\n", ("a000000",), 0, {"combined_score": 0.7}, status="speculative",
+                      meta={"partial": 0.7, "threshold": 0.5}))
+    pool.add(Artifact("a000005", "x = 3\n", ("a000000",), 0, {"combined_score": 0.6}))
+    items = [WorkItem(item_id=i, created_version=1, parent_id="a000000", minibatch=[], stage="evaluate",
+                      created_at=0.0) for i in ("i000003", "i000004", "i000005")]
+    assert adopt_speculative(pool, items) == 1
+    assert items[0].speculative == SpeculativeEntry("a000003", 0.5, 2)
+    assert items[1].speculative is None and items[2].speculative is None
+    assert adopt_speculative(pool, items) == 0  # already its own
