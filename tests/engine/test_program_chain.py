@@ -8,6 +8,8 @@ from __future__ import annotations
 from collections import Counter
 from types import SimpleNamespace
 
+import pytest
+
 from engine.capabilities.program_chain import ProgramChain
 from engine.items import Proposal, WorkItem
 from engine.pool import Artifact, Pool
@@ -112,17 +114,20 @@ def test_a_fresh_step_needs_no_rebase():
     assert chain.rebase(one) == "" and one.proposal.rebased is None
 
 
-def _speculative(ctx, aid: str, text: str, partial: float) -> None:
-    ctx.pool.add(Artifact(aid, text, (ctx.chain.head_base,), 0, {"combined_score": partial}, status="speculative"))
-
-
-def test_a_speculative_program_above_the_head_becomes_it_and_hands_its_chain_on():
+def _speculative_head():
+    """A step whose early cascade stage scored 0.7 (above the seed's 0.5): its program is the head."""
     ctx = _ctx()
     chain = ProgramChain(ctx)
     one = _item(1)
     chain.start(one)
-    _speculative(ctx, "a000001", BASE.replace("a = 1", "a = 5"), 0.7)
+    ctx.pool.add(Artifact("a000001", BASE.replace("a = 1", "a = 5"), ("a000000",), 0, {"combined_score": 0.7},
+                          status="speculative"))
     chain.speculative_head(one, "a000001")
+    return ctx, chain, one
+
+
+def test_a_speculative_program_above_the_head_becomes_it_and_hands_its_chain_on():
+    ctx, chain, one = _speculative_head()
     assert (ctx.chain.head_base, ctx.chain.seq) == ("a000001", 1)
     assert one.chain.gated and not one.holds_proposal_slot
     two = _item(2)
@@ -131,18 +136,14 @@ def test_a_speculative_program_above_the_head_becomes_it_and_hands_its_chain_on(
     # One below the head moves nothing and keeps its slot.
     three = _item(3)
     chain.start(three)
-    _speculative(ctx, "a000003", BASE.replace("b = 2", "b = 0"), 0.6)
+    ctx.pool.add(Artifact("a000003", BASE.replace("b = 2", "b = 0"), ("a000001",), 0, {"combined_score": 0.6},
+                          status="speculative"))
     chain.speculative_head(three, "a000003")
     assert (ctx.chain.head_base, ctx.chain.seq) == ("a000001", 1) and three.holds_proposal_slot
 
 
 def test_a_removed_speculative_head_steps_back_and_work_from_it_is_carried_onto_the_best():
-    ctx = _ctx()
-    chain = ProgramChain(ctx)
-    one = _item(1)
-    chain.start(one)
-    _speculative(ctx, "a000001", BASE.replace("a = 1", "a = 5"), 0.7)
-    chain.speculative_head(one, "a000001")
+    ctx, chain, _ = _speculative_head()
     two = _item(2)
     chain.start(two)
     two.proposal = Proposal(child=BASE.replace("a = 1", "a = 5").replace("c = 3", "c = 9"))
@@ -154,22 +155,10 @@ def test_a_removed_speculative_head_steps_back_and_work_from_it_is_carried_onto_
     assert two.proposal.child.strip() == BASE.replace("c = 3", "c = 9").strip() and two.parent_id == "a000000"
 
 
-def test_a_speculative_head_confirmed_below_the_best_steps_back():
-    ctx = _ctx()
-    chain = ProgramChain(ctx)
-    one = _item(1)
-    chain.start(one)
-    _speculative(ctx, "a000001", BASE.replace("a = 1", "a = 5"), 0.7)
-    chain.speculative_head(one, "a000001")
-    ctx.pool.set_status("a000001", "confirmed", {"combined_score": 0.4})  # its full cascade: below the seed
-    chain.committed(one, "a000001", 0.4)
-    assert (ctx.chain.head_base, ctx.chain.seq) == ("a000000", 2)
-    ctx2 = _ctx()
-    chain2 = ProgramChain(ctx2)
-    one = _item(1)
-    chain2.start(one)
-    _speculative(ctx2, "a000001", BASE.replace("a = 1", "a = 5"), 0.7)
-    chain2.speculative_head(one, "a000001")
-    ctx2.pool.set_status("a000001", "confirmed", {"combined_score": 0.65})  # above the seed: stays the head
-    chain2.committed(one, "a000001", 0.65)
-    assert (ctx2.chain.head_base, ctx2.chain.seq) == ("a000001", 1)
+@pytest.mark.parametrize("full, head, seq", [(0.4, "a000000", 2), (0.65, "a000001", 1)])
+def test_a_speculative_head_confirmed_below_the_best_steps_back(full: float, head: str, seq: int):
+    """Its full cascade below the seed's 0.5: the head steps back; above it: it stays the head."""
+    ctx, chain, one = _speculative_head()
+    ctx.pool.set_status("a000001", "confirmed", {"combined_score": full})
+    chain.committed(one, "a000001", full)
+    assert (ctx.chain.head_base, ctx.chain.seq) == (head, seq)
