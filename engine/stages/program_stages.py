@@ -186,7 +186,8 @@ class ProgramStages(KindHandlers):
         self.filters.remember(seed.text)
 
     # -- propose ----------------------------------------------------------------------------
-    def messages_for(self, parent: Artifact) -> list[dict]:
+    def messages_for(self, parent: Artifact, item: WorkItem | None = None) -> list[dict]:
+        """`item`: the one proposing (the other items in flight on this parent are listed as tried)."""
         s = self.settings
         meta = dict(parent.meta)
         return prompt.build_messages(
@@ -199,7 +200,8 @@ class ProgramStages(KindHandlers):
             fmt=s.patch_format, max_chars=s.max_prompt_chars, language=self.task.language,
             removed=None if self.guard == "off" else
             self.history.removed_lines(parent.artifact_id, parent.text, prompt.REMOVED_SHOWN),
-            tried=self.tried.for_parent(parent.artifact_id))
+            tried=self.tried.for_parent(parent.artifact_id, [] if self.recorder is None else
+                                        [o for o in self.recorder.in_flight.values() if o is not item]))
 
     async def propose(self, item: WorkItem) -> WorkItem | None:
         ctx, s = self.ctx, self.settings
@@ -211,7 +213,7 @@ class ProgramStages(KindHandlers):
             return None
         parent = ctx.pool.get(item.parent_id)
         ctx.bus.publish(ev.ProposalStart(item_id=item.item_id, parent_id=parent.artifact_id))
-        messages = await self.with_guidance(self.messages_for(parent), item)
+        messages = await self.with_guidance(self.messages_for(parent, item), item)
         child, reason, errors = None, "", []
         for attempt in range(1 + s.max_patch_retries):
             try:

@@ -14,9 +14,12 @@ the latest PARENTS_KEPT parents.
 
 from __future__ import annotations
 
+from typing import Iterable
+
 from engine.items import WorkItem
 from engine.stages.program_prompt import clip, fmt_score
 
+IN_FLIGHT = "not evaluated yet: another step made this change and waits for its evaluation"
 PARENTS_KEPT = 32
 """Parents whose tried changes are kept (the oldest parent's go first)."""
 OUTCOME_CHARS = 200
@@ -44,8 +47,14 @@ class TriedChanges:
     def scored(self, item: WorkItem, score: float | None, parent_score: float | None) -> None:
         self.note(item, f"scored {fmt_score(score)} (the current program scores {fmt_score(parent_score)})")
 
-    def for_parent(self, parent_id: str) -> list[tuple[str, str]]:
-        """(diff, outcome) pairs, at most `shown` (a resume may have lowered it)."""
+    def for_parent(self, parent_id: str, in_flight: Iterable[WorkItem] = ()) -> list[tuple[str, str]]:
+        """(diff, outcome) pairs, at most `shown` (a resume may have lowered it) of the changes
+        tried, then at most `shown` of those other items in flight made on the same program and
+        have not ended: with several chains or workers on one head, a third of the repeats
+        repeated a change still waiting for its evaluation."""
         if self.shown <= 0:
             return []
-        return [(d, o) for d, o in self.store.get(parent_id, [])[-self.shown:]]
+        pending = [(item.proposal.diff, IN_FLIGHT) for item in in_flight
+                   if item.parent_id == parent_id and item.outcome is None and item.merge is None
+                   and item.proposal is not None and item.proposal.diff]
+        return [(d, o) for d, o in self.store.get(parent_id, [])[-self.shown:]] + pending[-self.shown:]

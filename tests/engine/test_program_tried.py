@@ -11,7 +11,7 @@ from engine.items import WorkItem
 from engine.llm.sim import program_model
 from engine.run.state import ProgramCounters
 from engine.stages import program_prompt
-from engine.stages.program_tried import PARENTS_KEPT, TriedChanges
+from engine.stages.program_tried import IN_FLIGHT, PARENTS_KEPT, TriedChanges
 
 PROGRAM = """import math
 
@@ -43,6 +43,18 @@ def test_kept_per_parent_latest_first_out_and_bounded():
         tried.note(_item(f"p{n}", "d", n), "o")
     assert len(store) == PARENTS_KEPT and "a1" not in store and f"p{PARENTS_KEPT + 4}" in store
     assert TriedChanges({}, shown=0).for_parent("a1") == []
+
+
+def test_changes_in_flight_on_the_same_program_are_listed_after_the_tried_ones():
+    tried = TriedChanges({}, shown=2)
+    tried.note(_item("a1", "diff ended", 1), "scored 0.4")
+    waiting = [_item("a1", f"diff waiting {n}", n) for n in range(2, 5)]
+    other_parent, no_diff, ended = _item("a2", "diff elsewhere", 5), _item("a1", None, 6), _item("a1", "diff done", 7)
+    ended.end("accepted")
+    shown = tried.for_parent("a1", [*waiting, other_parent, no_diff, ended])
+    # The latest `shown` of those still waiting, each marked as not evaluated yet.
+    assert shown == [("diff ended", "scored 0.4"), ("diff waiting 3", IN_FLIGHT), ("diff waiting 4", IN_FLIGHT)]
+    assert TriedChanges({}, shown=0).for_parent("a1", waiting) == []
 
 
 def test_the_record_survives_a_save_and_restore():
