@@ -27,7 +27,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import engine
 from engine.evaluator.ray_connection import RaySession
@@ -97,8 +97,6 @@ def capacity(needs: dict[str, float], total: dict, available: dict, running: int
 
 class RayEvaluator:
     backend = "ray"
-    reports_stages = False
-    """A task's result comes back whole: no cascade stage reaches on_stage early."""
 
     def __init__(self, cfg: EvaluatorConfig, limits: SandboxLimits, secret_vars: frozenset[str]) -> None:
         if importlib.util.find_spec("ray") is None:
@@ -269,7 +267,8 @@ class RayEvaluator:
                        cascade: bool = False, thresholds: list[float] | None = None,
                        limits: SandboxLimits | None = None, program_name: str = "program.py",
                        on_stage: Callable[[dict], None] | None = None) -> EvalResult:
-        """on_stage is never called: a Ray task's result comes back whole (reports_stages)."""
+        """on_stage is never called: a Ray task's result comes back whole (speculation on programs
+        is refused with this backend, engine/capabilities/program_speculation.py)."""
         await self.start()
         evaluator = Path(evaluator).resolve()
         try:

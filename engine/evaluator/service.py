@@ -31,9 +31,6 @@ class EvaluatorSetupError(Exception):
 
 
 class EvaluatorService(Protocol):
-    reports_stages: bool
-    """Calls on_stage as cascade stages end (the local sandbox); else never."""
-
     async def evaluate(self, evaluator: Path, program_text: str, *, mode: str = "openevolve",
                        cascade: bool = False, thresholds: list[float] | None = None,
                        limits: SandboxLimits | None = None, program_name: str = "program.py",
@@ -51,8 +48,6 @@ class LocalEvaluator:
     """Today's evaluations: the sandbox on the driving machine."""
 
     backend = "local"
-    reports_stages = True
-    """Cascade stages reach on_stage as they end (speculation on program tasks needs that)."""
 
     def __init__(self, sandbox: Sandbox, gpu_note: str = "") -> None:
         self.sandbox = sandbox

@@ -116,10 +116,8 @@ def speculation_refusal(mode: Mode, kind: str) -> str:
     """Why speculation cannot run in `mode` on a task of `kind` ("" when it can)."""
     if kind in mode.speculation:
         return ""
-    if mode.speculation:
-        return (f"mode {mode.name} hands {kind} candidates on at the minibatch gate already; speculation applies "
-                f"there to program tasks only (remove speculation or use mode async)")
-    return f"mode {mode.name} runs no speculation (use mode async)"
+    return (f"speculation in mode {mode.name} applies to {' and '.join(sorted(mode.speculation))} tasks; it hands "
+            f"{kind} candidates on at the minibatch gate already (remove speculation or use mode async)")
 
 
 def mode_named(name: str) -> Mode:

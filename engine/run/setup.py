@@ -14,6 +14,7 @@ from pathlib import Path
 
 import httpx
 
+from engine.capabilities.program_speculation import program_speculation_refusal
 from engine.costs.budget import Budget
 from engine.config import LOCAL_URL, SIM_URL, EndpointConfig, RunConfig
 from engine.context import CallSink, RunContext
@@ -25,7 +26,6 @@ from engine.llm.local import LocalServerError, client_endpoint, start_for_config
 from engine.llm.redact import redact_url
 from engine.llm.routing import RoutedClient
 from engine.llm.sim import sim_transport
-from engine.capabilities.program_speculation import program_speculation_refusal
 from engine.pipeline.modes import mode_named, speculation_refusal
 from engine.pipeline.spec import PipelineSpec
 from engine.pool import Pool

@@ -21,9 +21,9 @@ import sys
 import tempfile
 import time
 from contextlib import nullcontext
-from typing import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 from engine.sandbox import channel, uids
 from engine.sandbox.cgroups import PidsGroup

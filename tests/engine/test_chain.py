@@ -195,7 +195,7 @@ def test_chain_refuses_async_only_options() -> None:
 def test_chain_refuses_speculation_on_prompt_tasks() -> None:
     """A prompt chain hands candidates on at its gate; speculation in mode chain is for programs."""
     config = build_config([("test", {"pipeline": {"mode": "chain", "speculation": True}})])
-    with pytest.raises(SetupError, match="minibatch gate already; speculation applies there to program tasks only"):
+    with pytest.raises(SetupError, match="speculation in mode chain applies to program tasks; it hands prompt candidates on at the minibatch gate"):
         check_combination(config, load_any_task("rules"))
 
 
