@@ -63,9 +63,11 @@ def slow_variant(task_name: str, cpu_s: float, root: Path, eval_concurrency: int
     (out / f"{BASE_MODULE}.py").write_text(evaluator.read_text(encoding="utf-8"), encoding="utf-8")
     evaluator.write_text(STAGES.format(name=task.name, base=BASE_MODULE, cpu_s=float(cpu_s)), encoding="utf-8")
     toml = out / "task.toml"
-    # The wall limit grows by the stage's time (twice, as the two stages both evaluate).
-    timeout = task.settings.eval_timeout_s * 2 + cpu_s
+    # The wall limit: both stages evaluate, and the stage's CPU time takes up to `concurrency`
+    # times as long on the wall when the evaluations at once share one core (a timeout would
+    # fail the evaluation and measure the machine, not the mode).
     concurrency = eval_concurrency or task.settings.eval_concurrency
+    timeout = task.settings.eval_timeout_s * 2 + cpu_s * concurrency
     text = re.sub(r"(?m)^(cascade|eval_timeout_s|eval_concurrency)\s*=.*\n", "", toml.read_text(encoding="utf-8"))
     settings = f"cascade = true\neval_timeout_s = {timeout:g}\neval_concurrency = {concurrency}\n"
     if "\n[program]\n" in text:

@@ -116,7 +116,7 @@ def test_a_slow_cascade_variant_is_the_task_behind_a_cascade(tmp_path: Path) -> 
     folder = slow_variant("heilbronn", 0.3, tmp_path, eval_concurrency=5)
     task, original = load_any_task(str(folder)), load_any_task("heilbronn")
     assert task.settings.cascade and task.settings.eval_concurrency == 5
-    assert task.settings.eval_timeout_s == original.settings.eval_timeout_s * 2 + 0.3
+    assert task.settings.eval_timeout_s == original.settings.eval_timeout_s * 2 + 0.3 * 5
     assert slow_variant("heilbronn", 0.3, tmp_path, eval_concurrency=5) == folder  # made once
     sandbox = Sandbox(task.settings.limits(), scratch_root=tmp_path)
     stages: list[dict] = []
