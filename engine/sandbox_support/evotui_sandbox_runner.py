@@ -227,7 +227,7 @@ def supervise(spec, rfd, pid, forward=lambda stage: None):
             buf += chunk
     except BlockingIOError:
         pass  # a process the evaluation forked still holds the pipe: what is there is enough
-    pop_stages(buf, lambda stage: None)  # too late to act on: the result is here
+    pop_stages(buf, forward)  # read after the worker's exit was seen: still before the result
     return buf, status, timed_out
 
 
