@@ -29,14 +29,17 @@ from typing import Callable
 from engine.capabilities.speculation import Speculation
 from engine.code import cycling
 from engine.items import WorkItem
+from engine.pipeline.modes import mode_named, speculation_refusal
 
 SCORE_KEY = "combined_score"
 
 
-def program_speculation_refusal(config, task) -> str:
-    """Why speculation cannot run on this program task ("" when it can, or for other kinds)."""
-    if task.kind != "program":
-        return ""
+def speculation_refusal_for(config, task) -> str:
+    """Why speculation cannot run with this run's mode on this task ("" when it can): the mode's
+    kinds (engine/pipeline/modes.py), then a program task's cascade and evaluator."""
+    why = speculation_refusal(mode_named(config.pipeline.mode), task.kind)
+    if why or task.kind != "program":
+        return why
     if not task.settings.cascade:
         return ("speculation on a program task inserts a candidate after an early cascade stage; this task's "
                 "evaluator runs no cascade (set [program] cascade = true with evaluate_stage1 ... in evaluator.py, "

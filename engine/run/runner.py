@@ -20,10 +20,9 @@ from engine.evaluator import EXIT_EVALUATOR_LOST
 from engine.events import EventBus
 from engine.items import WorkItem
 from engine.llm.redact import REDACTED, has_credentials, redact_mapping
-from engine.capabilities.program_speculation import program_speculation_refusal
+from engine.capabilities.program_speculation import speculation_refusal_for
 from engine.capabilities.speculation import adopt_speculative
 from engine.pipeline.deadline import DEADLINE_REASON
-from engine.pipeline.modes import speculation_refusal
 from engine.pipeline.orchestrator import Orchestrator
 from engine.config.strategy import upgrade_stored_strategy
 from engine.run.setup import (SetupError, build_context, check_combination, check_stage_names, open_store,
@@ -250,8 +249,7 @@ class EngineRun:
 
     def set_speculation(self, on: bool) -> None:
         """Speculative evaluation on/off; applies to validations that start from now on."""
-        why = (speculation_refusal(self.orchestrator.mode, self.ctx.task.kind)
-               or program_speculation_refusal(self.ctx.config, self.ctx.task)) if on else ""
+        why = speculation_refusal_for(self.ctx.config, self.ctx.task) if on else ""
         if why:
             raise ValueError(why)
         self.ctx.config.pipeline.speculation = on

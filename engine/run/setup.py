@@ -14,7 +14,7 @@ from pathlib import Path
 
 import httpx
 
-from engine.capabilities.program_speculation import program_speculation_refusal
+from engine.capabilities.program_speculation import speculation_refusal_for
 from engine.costs.budget import Budget
 from engine.config import LOCAL_URL, SIM_URL, EndpointConfig, RunConfig
 from engine.context import CallSink, RunContext
@@ -26,7 +26,7 @@ from engine.llm.local import LocalServerError, client_endpoint, start_for_config
 from engine.llm.redact import redact_url
 from engine.llm.routing import RoutedClient
 from engine.llm.sim import sim_transport
-from engine.pipeline.modes import mode_named, speculation_refusal
+from engine.pipeline.modes import mode_named
 from engine.pipeline.spec import PipelineSpec
 from engine.pool import Pool
 from engine.run.state import RunState, artifact_from_row, change_from_row
@@ -74,7 +74,7 @@ def check_combination(config: RunConfig, task) -> None:
         raise SetupError(f"task {task.name}: mode {mode.name} is for {' and '.join(sorted(mode.kinds))} tasks; "
                          f"{task.kind} tasks run in mode async, sync or pxn")
     if config.pipeline.speculation:
-        why = speculation_refusal(mode, task.kind) or program_speculation_refusal(config, task)
+        why = speculation_refusal_for(config, task)
         if why:
             raise SetupError(f"task {task.name}: {why}")
     if config.pipeline.speculative_rollout is not None and task.kind != "prompt":

@@ -5,7 +5,6 @@ otherwise; the confirmed pool never holds an unconfirmed program."""
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
@@ -13,6 +12,7 @@ import pytest
 from engine.config import build_config
 from engine.run.setup import SetupError, check_combination
 from engine.tasks.loader import load_any_task, with_program_settings
+from evotui.bench.cascade_variant import BASE_MODULE, slow_variant
 from tests.programs.helpers import run_program
 
 FAST = {"sim": {"time_scale": 5000}}
@@ -21,7 +21,7 @@ FAST = {"sim": {"time_scale": 5000}}
 # FAILS picks (by their text): none, some or all, so both ends of a speculation happen.
 CASCADE = '''
 import hashlib
-from evaluator_base import evaluate as _full
+from {base} import evaluate as _full
 
 FAILS = {fails}
 
@@ -40,13 +40,10 @@ def evaluate(program_path):
 
 
 def _cascade_task(tmp_path: Path, fails: int = 0) -> Path:
-    """circle_packing with a two-stage cascade; stage 2 fails for `fails` in 4 programs."""
-    folder = tmp_path / "cp_cascade"
-    shutil.copytree(load_any_task("circle_packing").path, folder)
-    (folder / "evaluator_base.py").write_text((folder / "evaluator.py").read_text())
-    (folder / "evaluator.py").write_text(CASCADE.format(fails=fails))
-    text = (folder / "task.toml").read_text().replace("[program]\n", "[program]\ncascade = true\n")
-    (folder / "task.toml").write_text(text)
+    """circle_packing with a two-stage cascade; stage 2 fails for `fails` in 4 programs (the bench's
+    slow cascade copy, evotui/bench/cascade_variant.py, with this evaluator in place of its own)."""
+    folder = slow_variant("circle_packing", 0.01, tmp_path)
+    (folder / "evaluator.py").write_text(CASCADE.format(fails=fails, base=BASE_MODULE))
     return folder
 
 
